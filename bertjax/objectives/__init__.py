@@ -1,0 +1,1 @@
+"""Pretraining and fine-tuning objectives: model outputs + batch -> (loss, metrics)."""

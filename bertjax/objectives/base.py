@@ -1,0 +1,48 @@
+"""The contract between a model, its batch and the trainer.
+
+An objective says which batch features feed the model (`model_inputs`), which extra
+random streams the model draws from (`rng_names`, beyond 'dropout'), and turns the
+model's outputs into a scalar loss plus metrics.
+
+Metrics are `(sum, count)` pairs rather than means, so the trainer can add them up
+over microbatches, steps and hosts and divide once: the mean of means is wrong when
+microbatches carry different numbers of masked tokens.
+"""
+from typing import Any, Mapping, Protocol
+
+import jax
+import jax.numpy as jnp
+
+Array = Any
+Metrics = dict[str, tuple[Array, Array]]
+
+
+class Objective(Protocol):
+  rng_names: tuple[str, ...]
+
+  def model_inputs(self, batch: Mapping[str, Array]) -> dict[str, Array]:
+    ...
+
+  def __call__(self, outputs: Mapping[str, Array],
+               batch: Mapping[str, Array]) -> tuple[Array, Metrics]:
+    ...
+
+
+def weighted_cross_entropy(logits: Array, targets: Array,
+                           weights: Array) -> tuple[Array, Array, Array]:
+  """Token cross-entropy in float32.
+
+  Returns (loss_sum, correct_sum, weight_sum) so callers can build both the mean loss
+  and `(sum, count)` metrics without recomputing.
+  """
+  logits = logits.astype(jnp.float32)
+  log_probs = jax.nn.log_softmax(logits, axis=-1)
+  nll = -jnp.take_along_axis(log_probs, targets[..., None].astype(jnp.int32), -1)[..., 0]
+  weights = weights.astype(jnp.float32)
+  correct = (jnp.argmax(logits, -1) == targets).astype(jnp.float32)
+  return (nll * weights).sum(), (correct * weights).sum(), weights.sum()
+
+
+def safe_mean(total: Array, count: Array) -> Array:
+  """total / count, and 0 where nothing was counted (e.g. a batch with no masked token)."""
+  return total / jnp.maximum(count, 1e-9)
