@@ -1,0 +1,1 @@
+"""Shared Transformer building blocks; every parameter carries logical axis names."""

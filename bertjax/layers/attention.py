@@ -1,0 +1,114 @@
+"""Multi-head dot-product attention with padding/segment masks and an additive bias hook.
+
+Masks are boolean and broadcastable to [batch, heads, q_length, kv_length]; True means
+"may attend". Relative-position schemes (T5 buckets, DeBERTa, XLNet) plug in through
+`bias`, an additive term of the same broadcast shape added to the logits.
+"""
+from typing import Optional
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from bertjax.layers import dense
+
+Dtype = jnp.dtype
+
+
+def key_padding_mask(attention_mask: jax.Array) -> jax.Array:
+  """[B, K] 1/0 padding mask -> [B, 1, 1, K] boolean: every query may see every real key."""
+  return attention_mask.astype(bool)[:, None, None, :]
+
+
+def segment_mask(q_segment_ids: jax.Array, kv_segment_ids: Optional[jax.Array] = None) -> jax.Array:
+  """Packed examples: a token sees only tokens of its own example. Segment 0 is padding."""
+  if kv_segment_ids is None:
+    kv_segment_ids = q_segment_ids
+  same = q_segment_ids[:, :, None] == kv_segment_ids[:, None, :]
+  return (same & (kv_segment_ids[:, None, :] > 0))[:, None, :, :]
+
+
+def causal_mask(length: int) -> jax.Array:
+  """[1, 1, L, L]: position i sees positions <= i."""
+  return jnp.tril(jnp.ones((length, length), bool))[None, None]
+
+
+def combine_masks(*masks: Optional[jax.Array]) -> Optional[jax.Array]:
+  """Logical AND of the masks that are given (None ones are ignored)."""
+  present = [m for m in masks if m is not None]
+  if not present:
+    return None
+  out = present[0]
+  for m in present[1:]:
+    out = jnp.logical_and(out, m)
+  return out
+
+
+def encoder_mask(attention_mask: Optional[jax.Array],
+                 segment_ids: Optional[jax.Array]) -> Optional[jax.Array]:
+  """The usual self-attention mask of an encoder from its batch features."""
+  return combine_masks(
+      None if attention_mask is None else key_padding_mask(attention_mask),
+      None if segment_ids is None else segment_mask(segment_ids))
+
+
+class MultiHeadAttention(nn.Module):
+  """Self- or cross-attention: `query`, `key`, `value` and `out` projections.
+
+  Kernels are stored per head ([embed, heads, kv] and [heads, kv, embed]) so the
+  `heads` axis can be sharded over the mesh's `model` axis.
+  """
+  num_heads: int
+  head_dim: int
+  dropout_rate: float = 0.0
+  use_bias: bool = True
+  scale_logits: bool = True  # T5 folds 1/sqrt(d) into its initialization instead.
+  init_std: float = 0.02
+  dtype: Dtype = jnp.float32
+
+  def _projection(self, name: str) -> dense.DenseGeneral:
+    return dense.DenseGeneral((self.num_heads, self.head_dim), ("embed", "heads", "kv"),
+                              use_bias=self.use_bias, init_std=self.init_std, dtype=self.dtype,
+                              name=name)
+
+  @nn.compact
+  def __call__(self, inputs_q: jax.Array, inputs_kv: Optional[jax.Array] = None,
+               mask: Optional[jax.Array] = None, bias: Optional[jax.Array] = None, *,
+               deterministic: bool = True) -> jax.Array:
+    if inputs_kv is None:
+      inputs_kv = inputs_q
+    query = self._projection("query")(inputs_q)
+    key = self._projection("key")(inputs_kv)
+    value = self._projection("value")(inputs_kv)
+    query = nn.with_logical_constraint(query, ("batch", "length", "heads", "kv"))
+    key = nn.with_logical_constraint(key, ("batch", "kv_length", "heads", "kv"))
+    value = nn.with_logical_constraint(value, ("batch", "kv_length", "heads", "kv"))
+
+    probs = attention_probs(query, key, mask, bias, self.scale_logits)
+    if not deterministic and self.dropout_rate > 0:
+      keep = jax.random.bernoulli(self.make_rng("dropout"), 1.0 - self.dropout_rate, probs.shape)
+      probs = jnp.where(keep, probs / (1.0 - self.dropout_rate), 0.0)
+    context = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(self.dtype), value)
+    context = nn.with_logical_constraint(context, ("batch", "length", "heads", "kv"))
+
+    out = dense.DenseGeneral(inputs_q.shape[-1], ("heads", "kv", "embed"), contract_dims=2,
+                             use_bias=self.use_bias, init_std=self.init_std, dtype=self.dtype,
+                             name="out")(context)
+    return nn.with_logical_constraint(out, ("batch", "length", "embed"))
+
+
+def attention_probs(query: jax.Array, key: jax.Array, mask: Optional[jax.Array] = None,
+                    bias: Optional[jax.Array] = None, scale_logits: bool = True) -> jax.Array:
+  """softmax(q k^T [/ sqrt(d)] + bias) over keys, in float32, with masked keys at -inf.
+
+  A row whose keys are all masked (e.g. a padding query in a packed batch) gets a
+  uniform distribution rather than NaN, as in the reference implementations.
+  """
+  if scale_logits:
+    query = query / jnp.sqrt(query.shape[-1]).astype(query.dtype)
+  logits = jnp.einsum("bqhd,bkhd->bhqk", query, key).astype(jnp.float32)
+  if bias is not None:
+    logits = logits + bias.astype(jnp.float32)
+  if mask is not None:
+    logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
+  return jax.nn.softmax(logits, axis=-1)

@@ -1,0 +1,29 @@
+"""Position-wise feed-forward block."""
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from bertjax.layers import activations, dense
+
+Dtype = jnp.dtype
+
+
+class MlpBlock(nn.Module):
+  """Dense(embed -> mlp), activation, Dense(mlp -> embed), dropout on the output."""
+  intermediate_size: int
+  activation: str = "gelu"
+  dropout_rate: float = 0.0
+  use_bias: bool = True
+  init_std: float = 0.02
+  dtype: Dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x: jax.Array, *, deterministic: bool = True) -> jax.Array:
+    width = x.shape[-1]
+    h = dense.DenseGeneral(self.intermediate_size, ("embed", "mlp"), use_bias=self.use_bias,
+                           init_std=self.init_std, dtype=self.dtype, name="intermediate")(x)
+    h = activations.get_activation(self.activation)(h)
+    h = nn.with_logical_constraint(h, ("batch", "length", "mlp"))
+    h = dense.DenseGeneral(width, ("mlp", "embed"), use_bias=self.use_bias,
+                           init_std=self.init_std, dtype=self.dtype, name="output")(h)
+    return nn.Dropout(self.dropout_rate)(h, deterministic=deterministic)

@@ -1,0 +1,1 @@
+"""Model families: one module per family, one frozen config dataclass each."""
