@@ -1,0 +1,141 @@
+"""SQuAD v1.1 / v2.0 scoring, following the official evaluation scripts' logic.
+
+* Answers are compared after normalisation: lower case, punctuation removed, the
+  articles a/an/the removed, whitespace collapsed.
+* EM is 1 when the normalised prediction equals any normalised gold answer; F1 is the
+  bag-of-tokens overlap F1, maximised over the gold answers.
+* v2.0: a question without answers has the single gold answer "" and scores 1 only
+  for an empty prediction. Given a no-answer probability (or any score where larger
+  means "more likely unanswerable") per question, a prediction is replaced by "" when
+  that score exceeds a threshold; `best_threshold` finds the threshold that maximises
+  EM or F1 on a dev set (the official script's `best_f1_thresh`).
+"""
+import collections
+import re
+import string
+from typing import Mapping, Sequence
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_PUNCTUATION = frozenset(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+  text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+  text = _ARTICLES.sub(" ", text)
+  return " ".join(text.split())
+
+
+def exact_match(prediction: str, gold: str) -> float:
+  return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def f1(prediction: str, gold: str, version: str = "2.0") -> float:
+  pred_tokens = normalize_answer(prediction).split()
+  gold_tokens = normalize_answer(gold).split()
+  if version == "2.0" and (not pred_tokens or not gold_tokens):
+    # v2.0 rule: an empty answer scores 1 against an empty gold and 0 otherwise.
+    # (v1.1 has no such rule: there an empty side simply has no overlap.)
+    return float(pred_tokens == gold_tokens)
+  common = collections.Counter(pred_tokens) & collections.Counter(gold_tokens)
+  overlap = sum(common.values())
+  if overlap == 0:
+    return 0.0
+  precision, recall = overlap / len(pred_tokens), overlap / len(gold_tokens)
+  return 2 * precision * recall / (precision + recall)
+
+
+def gold_answers(answer_texts: Sequence[str], version: str = "2.0") -> list[str]:
+  """The gold set scored against. v2.0: answers that normalise to something, else [""]."""
+  if version == "1.1":
+    return list(answer_texts)
+  kept = [a for a in answer_texts if normalize_answer(a)]
+  return kept or [""]
+
+
+def raw_scores(golds: Mapping[str, Sequence[str]], predictions: Mapping[str, str],
+               version: str = "2.0") -> tuple[dict[str, float], dict[str, float]]:
+  """Per-question EM and F1 (maximised over gold answers), for questions with a prediction.
+
+  A question with no prediction is skipped here (the official scripts print "Missing
+  prediction"); `evaluate` decides how it counts.
+  """
+  if version not in ("1.1", "2.0"):
+    raise ValueError(f"SQuAD version must be '1.1' or '2.0', got {version!r}.")
+  em, f1_scores = {}, {}
+  for qid, answers in golds.items():
+    if qid not in predictions:
+      continue
+    gold = gold_answers(answers, version)
+    em[qid] = max(exact_match(predictions[qid], g) for g in gold)
+    f1_scores[qid] = max(f1(predictions[qid], g, version) for g in gold)
+  return em, f1_scores
+
+
+def apply_no_answer_threshold(scores: Mapping[str, float], na_scores: Mapping[str, float],
+                              has_answer: Mapping[str, bool], threshold: float) -> dict[str, float]:
+  """Scores after answering "" wherever na_scores[qid] > threshold."""
+  return {qid: (float(not has_answer[qid]) if na_scores[qid] > threshold else s)
+          for qid, s in scores.items()}
+
+
+def best_threshold(scores: Mapping[str, float], na_scores: Mapping[str, float],
+                   predictions: Mapping[str, str],
+                   has_answer: Mapping[str, bool]) -> tuple[float, float]:
+  """(best score in %, threshold) over thresholds na_scores can take.
+
+  Start from the threshold below every na_score (everything answered ""), whose score
+  is the number of unanswerable questions; then, in increasing na_score order, let
+  one more question keep its prediction and track the running total. Ties go to the
+  lowest threshold, as in the official script.
+  """
+  total = sum(1 for qid in scores if not has_answer[qid])
+  best, best_thresh = total, 0.0
+  for qid in sorted(scores, key=lambda q: na_scores[q]):
+    if has_answer[qid]:
+      total += scores[qid]
+    elif predictions[qid]:
+      total -= 1  # it was right to abstain; answering makes it wrong
+    if total > best:
+      best, best_thresh = total, na_scores[qid]
+  return 100.0 * best / max(len(scores), 1), best_thresh
+
+
+def evaluate(golds: Mapping[str, Sequence[str]], predictions: Mapping[str, str],
+             version: str = "1.1", na_scores: Mapping[str, float] | None = None,
+             threshold: float = 1.0) -> dict[str, float]:
+  """Official-style report: `exact` and `f1` in %.
+
+  v1.1: over every question in `golds`; a missing prediction scores 0.
+  v2.0: over the questions with a prediction (as the official v2.0 script). With
+  `na_scores`, predictions are first blanked where the score exceeds `threshold`
+  (default 1.0, the official --na-prob-thresh); the report adds HasAns / NoAns
+  breakdowns and `best_exact` / `best_f1` with their thresholds.
+  """
+  em, f1_scores = raw_scores(golds, predictions, version)
+  if version == "1.1":
+    n = max(len(golds), 1)
+    return {"exact": 100.0 * sum(em.values()) / n, "f1": 100.0 * sum(f1_scores.values()) / n,
+            "total": len(golds)}
+  has_answer = {qid: bool(gold_answers(golds[qid])[0]) for qid in em}
+  na_scores = {qid: (na_scores or {}).get(qid, 0.0) for qid in em}
+  em_t = apply_no_answer_threshold(em, na_scores, has_answer, threshold)
+  f1_t = apply_no_answer_threshold(f1_scores, na_scores, has_answer, threshold)
+  report = {"exact": 100.0 * _mean(em_t.values()), "f1": 100.0 * _mean(f1_t.values()),
+            "total": len(em)}
+  for name, keep in (("HasAns", True), ("NoAns", False)):
+    qids = [q for q in em if has_answer[q] == keep]
+    if qids:
+      report[f"{name}_exact"] = 100.0 * _mean(em_t[q] for q in qids)
+      report[f"{name}_f1"] = 100.0 * _mean(f1_t[q] for q in qids)
+      report[f"{name}_total"] = len(qids)
+  preds = {qid: predictions[qid] for qid in em}
+  report["best_exact"], report["best_exact_thresh"] = best_threshold(em, na_scores, preds,
+                                                                     has_answer)
+  report["best_f1"], report["best_f1_thresh"] = best_threshold(f1_scores, na_scores, preds,
+                                                               has_answer)
+  return report
+
+
+def _mean(values) -> float:
+  values = list(values)
+  return sum(values) / len(values) if values else 0.0
