@@ -1,0 +1,103 @@
+"""BERT <-> transformers' BertModel / BertForPreTraining / BertForMaskedLM."""
+from typing import Any, Mapping
+
+from bertjax.hf.family import Family, config_fields
+from bertjax.hf.mapping import Rule
+from bertjax.models import bert
+
+# config.json key -> BertConfig field, where the names differ.
+_RENAMED = {
+    "num_hidden_layers": "num_layers",
+    "num_attention_heads": "num_heads",
+    "hidden_dropout_prob": "hidden_dropout",
+    "attention_probs_dropout_prob": "attention_dropout",
+}
+
+
+def encoder_rules(hf: str, ours: str) -> list[Rule]:
+  """Embeddings + Transformer stack of a BERT-style encoder (`hf`/`ours` are prefixes)."""
+  layer = f"{hf}encoder.layer.{{layer}}."
+  stack = f"{ours}encoder/layers/"
+  return [
+      Rule(f"{hf}embeddings.word_embeddings.weight", f"{ours}embeddings/word_embeddings/embedding"),
+      Rule(f"{hf}embeddings.position_embeddings.weight",
+           f"{ours}embeddings/position_embeddings/embedding"),
+      Rule(f"{hf}embeddings.token_type_embeddings.weight",
+           f"{ours}embeddings/token_type_embeddings/embedding"),
+      Rule(f"{hf}embeddings.LayerNorm.weight", f"{ours}embeddings/layer_norm/scale"),
+      Rule(f"{hf}embeddings.LayerNorm.bias", f"{ours}embeddings/layer_norm/bias"),
+      *[r for name in ("query", "key", "value") for r in (
+          Rule(f"{layer}attention.self.{name}.weight", f"{stack}attention/{name}/kernel", "linear"),
+          Rule(f"{layer}attention.self.{name}.bias", f"{stack}attention/{name}/bias", "bias"))],
+      Rule(f"{layer}attention.output.dense.weight", f"{stack}attention/out/kernel", "linear", 2),
+      Rule(f"{layer}attention.output.dense.bias", f"{stack}attention/out/bias"),
+      Rule(f"{layer}attention.output.LayerNorm.weight", f"{stack}attention_norm/scale"),
+      Rule(f"{layer}attention.output.LayerNorm.bias", f"{stack}attention_norm/bias"),
+      Rule(f"{layer}intermediate.dense.weight", f"{stack}mlp/intermediate/kernel", "linear"),
+      Rule(f"{layer}intermediate.dense.bias", f"{stack}mlp/intermediate/bias"),
+      Rule(f"{layer}output.dense.weight", f"{stack}mlp/output/kernel", "linear"),
+      Rule(f"{layer}output.dense.bias", f"{stack}mlp/output/bias"),
+      Rule(f"{layer}output.LayerNorm.weight", f"{stack}mlp_norm/scale"),
+      Rule(f"{layer}output.LayerNorm.bias", f"{stack}mlp_norm/bias"),
+  ]
+
+
+def pooler_rules(hf: str, ours: str) -> list[Rule]:
+  return [Rule(f"{hf}pooler.dense.weight", f"{ours}pooler/kernel", "linear"),
+          Rule(f"{hf}pooler.dense.bias", f"{ours}pooler/bias")]
+
+
+def mlm_head_rules(hf: str = "cls.predictions.", ours: str = "mlm_head/") -> list[Rule]:
+  return [Rule(f"{hf}transform.dense.weight", f"{ours}transform/kernel", "linear"),
+          Rule(f"{hf}transform.dense.bias", f"{ours}transform/bias"),
+          Rule(f"{hf}transform.LayerNorm.weight", f"{ours}transform_norm/scale"),
+          Rule(f"{hf}transform.LayerNorm.bias", f"{ours}transform_norm/bias"),
+          Rule(f"{hf}bias", f"{ours}bias")]
+
+
+class BertFamily(Family):
+  name = "bert"
+  model_types = ("bert",)
+  architectures = {
+      "BertModel": ("last_hidden_state", "pooler_output"),
+      "BertForPreTraining": ("prediction_logits", "seq_relationship_logits"),
+      "BertForMaskedLM": ("logits",),
+  }
+  # position_ids is a buffer; the decoder is tied to the word embeddings and its bias.
+  ignored_keys = (r".*position_ids", r"cls\.predictions\.decoder\.(weight|bias)")
+
+  def config_from_hf(self, hf_config: Mapping[str, Any]) -> bert.BertConfig:
+    position_type = hf_config.get("position_embedding_type", "absolute")
+    if position_type != "absolute":
+      raise ValueError(f"position_embedding_type={position_type!r} is not supported for BERT; "
+                       "only 'absolute' is.")
+    values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
+    return bert.BertConfig(**config_fields(bert.BertConfig, values))
+
+  def config_to_hf(self, config: bert.BertConfig, architecture: str) -> dict:
+    return {
+        "model_type": "bert", "architectures": [architecture],
+        "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
+        "num_hidden_layers": config.num_layers, "num_attention_heads": config.num_heads,
+        "intermediate_size": config.intermediate_size, "hidden_act": config.hidden_act,
+        "hidden_dropout_prob": config.hidden_dropout,
+        "attention_probs_dropout_prob": config.attention_dropout,
+        "max_position_embeddings": config.max_position_embeddings,
+        "type_vocab_size": config.type_vocab_size, "layer_norm_eps": config.layer_norm_eps,
+        "initializer_range": config.initializer_range, "pad_token_id": config.pad_token_id,
+        "position_embedding_type": "absolute", "tie_word_embeddings": True,
+    }
+
+  def make_module(self, architecture: str, config: bert.BertConfig):
+    return {"BertModel": bert.BertModel, "BertForPreTraining": bert.BertForPreTraining,
+            "BertForMaskedLM": bert.BertForMaskedLM}[architecture](config)
+
+  def rules(self, architecture: str, config: bert.BertConfig) -> list[Rule]:
+    if architecture == "BertModel":
+      return encoder_rules("", "") + pooler_rules("", "")
+    rules = encoder_rules("bert.", "bert/") + mlm_head_rules()
+    if architecture == "BertForPreTraining":
+      rules += pooler_rules("bert.", "bert/") + [
+          Rule("cls.seq_relationship.weight", "nsp_head/kernel", "linear"),
+          Rule("cls.seq_relationship.bias", "nsp_head/bias")]
+    return rules

@@ -1,0 +1,60 @@
+"""What a model family tells the bridge: configs, modules, and the parameter table."""
+import abc
+import dataclasses
+import re
+from typing import Any, Mapping, Sequence
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from bertjax.hf.mapping import Rule
+
+
+class Family(abc.ABC):
+  """Base class of `bertjax/hf/<family>.py` adapters. Subclasses fill in the class
+  attributes and the four abstract methods; the rest has working defaults."""
+  name: str = ""
+  model_types: tuple[str, ...] = ()
+  # HF architecture name -> names of the reference outputs our module returns for it.
+  architectures: Mapping[str, tuple[str, ...]] = {}
+  # HF tensors deliberately not loaded (buffers, tied duplicates), as regexes.
+  ignored_keys: tuple[str, ...] = ()
+
+  @abc.abstractmethod
+  def config_from_hf(self, hf_config: Mapping[str, Any]) -> Any:
+    """Our config dataclass from config.json's contents (ValueError on unsupported options)."""
+
+  @abc.abstractmethod
+  def config_to_hf(self, config: Any, architecture: str) -> dict:
+    """config.json contents for `config` (with model_type and architectures)."""
+
+  @abc.abstractmethod
+  def make_module(self, architecture: str, config: Any) -> nn.Module:
+    """Our module implementing the HF `architecture`."""
+
+  @abc.abstractmethod
+  def rules(self, architecture: str, config: Any) -> Sequence[Rule]:
+    """The parameter table for `architecture` (see bertjax.hf.mapping.Rule)."""
+
+  # Defaults most families keep.
+  def init_inputs(self, config: Any) -> dict:
+    """Keyword arguments for module.init (shapes only matter)."""
+    return {"input_ids": jnp.zeros((1, 8), jnp.int32)}
+
+  def check_architecture(self, architecture: str) -> None:
+    if architecture not in self.architectures:
+      raise ValueError(f"Architecture {architecture!r} is not supported for model_type "
+                       f"{self.model_types[0]!r}; supported: {sorted(self.architectures)}.")
+
+  def is_ignored(self, key: str) -> bool:
+    return any(re.fullmatch(p, key) for p in self.ignored_keys)
+
+  def outputs(self, architecture: str, outputs: Mapping[str, Any]) -> dict:
+    names = self.architectures[architecture] + ("hidden_states",)
+    return {k: v for k, v in outputs.items() if k in names and v is not None}
+
+
+def config_fields(config_cls, values: Mapping[str, Any]) -> dict:
+  """Keeps only the keys that are fields of `config_cls` (for building configs)."""
+  names = {f.name for f in dataclasses.fields(config_cls)}
+  return {k: v for k, v in values.items() if k in names}
