@@ -1,0 +1,108 @@
+"""Gin-facing pieces of a run: the model factory and typed bindings.
+
+Models are named by import path rather than registered with gin, so any family's
+module and size constructor works without touching gin registries:
+
+  build_model.architecture = 'bertjax.models.bert.BertForPreTraining'
+  build_model.config = 'bertjax.models.bert.bert_mini'
+  build_model.config_overrides = {'vocab_size': 8192, 'hidden_dropout': 0.0}
+  build_model.dtype = 'bfloat16'      # compute dtype; parameters stay float32
+
+gin does not check value types; `typechecked` does, from the annotations, so a
+string where an int belongs fails when the binding is read - before any compute -
+with the binding's name in the message.
+"""
+import collections.abc
+import dataclasses
+import functools
+import importlib
+import inspect
+import types
+import typing
+from typing import Any, Callable
+
+import gin
+
+
+def _import(path: str, binding: str) -> Any:
+  module_name, _, attr = path.rpartition(".")
+  try:
+    return getattr(importlib.import_module(module_name), attr)
+  except (ImportError, AttributeError, ValueError) as e:
+    raise ValueError(f"gin binding {binding} = {path!r}: cannot import it ({e}). "
+                     f"Give a full path such as 'bertjax.models.bert.bert_base'.") from None
+
+
+def _accepts(value: Any, annotation: Any) -> bool:
+  """True when `value` fits a (simple) annotation; unknown annotations accept anything."""
+  if annotation is inspect.Parameter.empty or annotation is Any:
+    return True
+  origin = typing.get_origin(annotation)
+  if origin in (typing.Union, types.UnionType):
+    return any(_accepts(value, a) for a in typing.get_args(annotation))
+  if annotation is type(None):
+    return value is None
+  if annotation is float:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+  if annotation is int:
+    return isinstance(value, int) and not isinstance(value, bool)
+  if annotation in (str, bool):
+    return isinstance(value, annotation)
+  if origin in (tuple, list, collections.abc.Sequence):
+    return isinstance(value, (tuple, list))
+  if origin is dict or annotation is dict:
+    return isinstance(value, dict)
+  return True
+
+
+def typechecked(fn: Callable) -> Callable:
+  """Checks arguments against `fn`'s annotations; errors name the gin binding."""
+  signature = inspect.signature(fn)
+  hints = typing.get_type_hints(fn)
+  name = fn.__qualname__.replace(".__init__", "")
+
+  @functools.wraps(fn)
+  def wrapper(*args, **kwargs):
+    bound = signature.bind(*args, **kwargs)
+    for arg, value in bound.arguments.items():
+      if arg == "self" or value is gin.REQUIRED:
+        continue
+      if not _accepts(value, hints.get(arg, inspect.Parameter.empty)):
+        raise ValueError(f"gin binding {name}.{arg} = {value!r}: expected "
+                         f"{_describe(hints[arg])}, got {type(value).__name__}.")
+    return fn(*args, **kwargs)
+
+  return wrapper
+
+
+def _describe(annotation: Any) -> str:
+  return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+@gin.configurable
+@typechecked
+def build_model(architecture: str = gin.REQUIRED, config: str = gin.REQUIRED,
+                config_overrides: dict | None = None, dtype: str | None = None):
+  """`architecture(config(**config_overrides))`, with the compute dtype set on the config."""
+  module_cls = _import(architecture, "build_model.architecture")
+  make_config = _import(config, "build_model.config")
+  cfg = make_config()
+  overrides = dict(config_overrides or {})
+  if dtype is not None:
+    overrides["dtype"] = dtype
+  if dataclasses.is_dataclass(cfg):
+    fields = {f.name: f.type for f in dataclasses.fields(cfg)}
+    unknown = sorted(set(overrides) - set(fields))
+    if unknown:
+      raise ValueError(f"gin binding build_model.config_overrides: {unknown} are not fields "
+                       f"of {type(cfg).__name__}; known fields: {sorted(fields)}.")
+    for key, value in overrides.items():
+      default = getattr(cfg, key)
+      if default is not None and not _accepts(value, type(default)):
+        raise ValueError(f"gin binding build_model.config_overrides[{key!r}] = {value!r}: "
+                         f"expected {type(default).__name__}.")
+    cfg = dataclasses.replace(cfg, **overrides)
+  elif overrides:
+    raise ValueError(f"{config} returned a {type(cfg).__name__}, not a dataclass; "
+                     f"config_overrides cannot be applied.")
+  return module_cls(cfg)

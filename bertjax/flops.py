@@ -1,0 +1,43 @@
+"""Model FLOPs of one training step (the "MFU" numerator), counted analytically.
+
+Per token, a training step (forward + backward = 3x forward) costs
+  6 * (weights used in matmuls)              dense layers: every `kernel` leaf
+  + 6 * vocab * hidden                       the tied output projection, when the
+                                             model scores every position over the vocab
+  + 12 * layers * hidden * sequence_length   attention scores (QK^T) and mixing (AV)
+Embedding lookups, norms, activations and softmax are not counted (as in Kaplan et
+al. 2020 and the PaLM MFU definition), so the number is the useful work of the model,
+independent of remat or padding tricks.
+"""
+from typing import Any
+
+import jax
+
+
+def matmul_params(params: Any) -> int:
+  """Number of weights in dense-layer kernels (stacked scan layers included)."""
+  total = 0
+  for path, leaf in jax.tree_util.tree_leaves_with_path(params):
+    if getattr(path[-1], "key", None) == "kernel":
+      total += int(leaf.size)
+  return total
+
+
+def training_flops_per_token(params: Any, sequence_length: int, num_layers: int = 0,
+                             hidden_size: int = 0, vocab_projection: int = 0) -> float:
+  """Training FLOPs per token; `vocab_projection` = vocab * hidden when logits over the
+  vocabulary are computed at every position with the (tied) embedding matrix."""
+  return (6.0 * (matmul_params(params) + vocab_projection)
+          + 12.0 * num_layers * hidden_size * sequence_length)
+
+
+def for_model(model: Any, params: Any, sequence_length: int, output_shapes: dict) -> float:
+  """Training FLOPs per token for a module whose config names its sizes (BERT-style)."""
+  config = getattr(model, "config", None)
+  layers = getattr(config, "num_layers", 0) or 0
+  hidden = getattr(config, "hidden_size", 0) or 0
+  vocab = getattr(config, "vocab_size", 0) or 0
+  scores_vocab = any(getattr(s, "ndim", 0) == 3 and s.shape[-1] == vocab
+                     for s in output_shapes.values() if s is not None)
+  return training_flops_per_token(params, sequence_length, layers, hidden,
+                                  vocab * hidden if scores_vocab else 0)

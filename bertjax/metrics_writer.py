@@ -1,0 +1,136 @@
+"""Where a run's numbers go: TensorBoard, a JSONL log, the console, and a loss curve.
+
+Only process 0 writes (on a pod every host computes the same global metrics).
+`metrics.jsonl` in model_dir is append-only across restarts, so the loss curve drawn
+at the end of a resumed run covers the whole run.
+"""
+import json
+import os
+import time
+from typing import Any, Mapping
+
+import jax
+import numpy as np
+
+METRICS_FILE = "metrics.jsonl"
+CURVE_FILE = "loss_curve.png"
+TB_SUBDIR = "tensorboard"
+
+
+def reduce_metrics(summed: Mapping[str, tuple[Any, Any]]) -> dict[str, float]:
+  """{name: (sum, count)} -> {name: sum / count} as Python floats."""
+  out = {}
+  for name, (total, count) in summed.items():
+    total, count = float(total), float(count)
+    out[name] = total / count if count else float("nan")
+  return out
+
+
+def sum_metrics(a: Mapping | None, b: Mapping) -> dict:
+  """Adds two {name: (sum, count)} dicts (either may be device or host values)."""
+  if a is None:
+    return dict(b)
+  return {k: (a[k][0] + b[k][0], a[k][1] + b[k][1]) for k in b}
+
+
+class MetricsWriter:
+  """TensorBoard event files (train/ and eval/), metrics.jsonl, and a tqdm progress bar."""
+
+  def __init__(self, model_dir: str, total_steps: int, start_step: int = 0,
+               show_progress: bool = True):
+    self.enabled = jax.process_index() == 0
+    self.model_dir = model_dir
+    self._writers = {}
+    self._bar = None
+    if not self.enabled:
+      return
+    os.makedirs(model_dir, exist_ok=True)
+    self._jsonl = open(os.path.join(model_dir, METRICS_FILE), "a")
+    if show_progress:
+      import tqdm  # Local: only the writing process needs it.
+      self._bar = tqdm.tqdm(total=total_steps, initial=start_step, desc="train",
+                            unit="step", dynamic_ncols=True, smoothing=0.1)
+
+  def _tb(self, split: str):
+    if split not in self._writers:
+      from clu import metric_writers  # Imports TensorFlow; only on the writing process.
+      self._writers[split] = metric_writers.SummaryWriter(
+          os.path.join(self.model_dir, TB_SUBDIR, split))
+    return self._writers[split]
+
+  def write(self, split: str, step: int, scalars: Mapping[str, float]) -> None:
+    if not self.enabled:
+      return
+    scalars = {k: float(v) for k, v in scalars.items()}
+    self._tb(split).write_scalars(step, scalars)
+    self._tb(split).flush()
+    self._jsonl.write(json.dumps({"split": split, "step": step, "time": time.time(),
+                                  **scalars}) + "\n")
+    self._jsonl.flush()
+
+  def advance(self, step: int, postfix: Mapping[str, float] | None = None) -> None:
+    """Moves the progress bar to `step` (its ETA comes from the step rate)."""
+    if self._bar is None:
+      return
+    self._bar.update(step - self._bar.n)
+    if postfix:
+      self._bar.set_postfix({k: f"{v:.4g}" for k, v in postfix.items()}, refresh=False)
+
+  def print(self, message: str) -> None:
+    if not self.enabled:
+      return
+    if self._bar is not None:
+      self._bar.write(message)
+    else:
+      print(message, flush=True)
+
+  def close(self) -> None:
+    if not self.enabled:
+      return
+    if self._bar is not None:
+      self._bar.close()
+    for writer in self._writers.values():
+      writer.close()
+    self._jsonl.close()
+
+
+def read_metrics(model_dir: str) -> list[dict]:
+  path = os.path.join(model_dir, METRICS_FILE)
+  if not os.path.exists(path):
+    return []
+  with open(path) as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def plot_loss_curve(model_dir: str) -> str | None:
+  """Draws train (and eval) loss against step into model_dir/loss_curve.png.
+
+  A resumed run may have logged some steps twice; the latest record of a step wins.
+  """
+  if jax.process_index() != 0:
+    return None
+  records = read_metrics(model_dir)
+  curves = {}
+  for split in ("train", "eval"):
+    by_step = {r["step"]: r["loss"] for r in records if r["split"] == split and "loss" in r}
+    if by_step:
+      steps = sorted(by_step)
+      curves[split] = (np.array(steps), np.array([by_step[s] for s in steps]))
+  if not curves:
+    return None
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots(figsize=(7, 4.5))
+  for split, (steps, losses) in curves.items():
+    ax.plot(steps, losses, marker="o" if split == "eval" else None, label=f"{split} loss")
+  ax.set_xlabel("step")
+  ax.set_ylabel("loss")
+  ax.set_title(os.path.basename(os.path.normpath(model_dir)))
+  ax.grid(alpha=0.3)
+  ax.legend()
+  path = os.path.join(model_dir, CURVE_FILE)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+  return path

@@ -1,0 +1,87 @@
+"""Sentence-pair classification on [CLS]: BERT's NSP and ALBERT's SOP.
+
+Both are one binary cross-entropy over `seq_relationship_logits`; they differ only
+in how the data layer builds the pairs (random next segment vs swapped order), so
+one objective serves both, named `nsp` or `sop` in the metrics.
+
+`PretrainingObjective` sums several objectives (MLM + NSP for BERT, MLM + SOP for
+ALBERT): the model inputs are shared, losses add up with optional weights, and
+metrics keep each objective's own names.
+"""
+import dataclasses
+from typing import Sequence
+
+import gin
+import jax.numpy as jnp
+
+from bertjax.objectives import base
+from bertjax.objectives.mlm import MaskedLM, encoder_inputs
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class SentencePair:
+  """Cross-entropy of `next_sentence_label` (0 = is-next / in order, 1 = random / swapped).
+
+  Padding examples (an all-zero `attention_mask` row, e.g. the fill of a last eval
+  batch) carry no weight.
+  """
+  name: str = "nsp"
+  logits_key: str = "seq_relationship_logits"
+  label_key: str = "next_sentence_label"
+  rng_names: tuple[str, ...] = ()
+
+  def model_inputs(self, batch):
+    return encoder_inputs(batch)
+
+  def __call__(self, outputs, batch):
+    labels = batch[self.label_key]
+    if "attention_mask" in batch:
+      weights = (batch["attention_mask"].sum(-1) > 0).astype(jnp.float32)
+    else:
+      weights = jnp.ones(labels.shape, jnp.float32)
+    loss_sum, correct, count = base.weighted_cross_entropy(outputs[self.logits_key], labels, weights)
+    metrics = {f"{self.name}_loss": (loss_sum, count),
+               f"{self.name}_accuracy": (correct, count)}
+    return base.safe_mean(loss_sum, count), metrics
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class PretrainingObjective:
+  """Weighted sum of objectives over one forward pass."""
+  objectives: Sequence = (MaskedLM(), SentencePair())
+  weights: Sequence[float] | None = None
+
+  @property
+  def rng_names(self) -> tuple[str, ...]:
+    return tuple(sorted({n for o in self.objectives for n in o.rng_names}))
+
+  def model_inputs(self, batch):
+    inputs = {}
+    for objective in self.objectives:
+      inputs.update(objective.model_inputs(batch))
+    return inputs
+
+  def __call__(self, outputs, batch):
+    weights = self.weights or (1.0,) * len(self.objectives)
+    if len(weights) != len(self.objectives):
+      raise ValueError(f"PretrainingObjective.weights has {len(weights)} entries for "
+                       f"{len(self.objectives)} objectives.")
+    total, metrics = 0.0, {}
+    for weight, objective in zip(weights, self.objectives):
+      loss, m = objective(outputs, batch)
+      total = total + weight * loss
+      metrics.update(m)
+    return total, metrics
+
+
+@gin.configurable
+def bert_pretraining(sentence_task: str = "nsp") -> PretrainingObjective:
+  """BERT: MLM + NSP; `sentence_task='sop'` gives ALBERT's MLM + SOP, None plain MLM."""
+  if sentence_task is None:
+    return PretrainingObjective((MaskedLM(),))
+  if sentence_task not in ("nsp", "sop"):
+    raise ValueError(f"bert_pretraining.sentence_task must be 'nsp', 'sop' or None, "
+                     f"got {sentence_task!r}.")
+  return PretrainingObjective((MaskedLM(), SentencePair(name=sentence_task)))
