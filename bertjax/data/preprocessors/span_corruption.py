@@ -24,7 +24,7 @@ one-token sequence gets no noise (T5's rule: the noise count is clipped to
 [1, length - 1] on a length of at least 2, and the mask is cut back to 1).
 """
 import functools
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -252,18 +252,20 @@ def raw_tokens_length(objective: str, inputs_length: int, noise_density: float =
   return inputs_length - int(eos)
 
 
-def split_tokens(dataset: tf.data.Dataset, max_tokens: int, key: str = 'targets'
-                 ) -> tf.data.Dataset:
+def split_tokens(dataset: tf.data.Dataset, max_tokens: int, key='targets',
+                 extra_keys: Sequence[str] = ()) -> tf.data.Dataset:
   """Splits each example's `key` into consecutive chunks of <= max_tokens.
 
-  Other features are dropped.
+  `extra_keys` (per-token features aligned with `key`) are split alike; other
+  features are dropped.
   """
   def to_chunks(example):
-    tokens = example[key]
-    num_chunks = (tf.size(tokens) + max_tokens - 1) // max_tokens
-    row_lengths = tf.minimum(max_tokens, tf.size(tokens) - max_tokens * tf.range(num_chunks))
-    chunks = tf.RaggedTensor.from_row_lengths(tokens, row_lengths)
-    return tf.data.Dataset.from_tensor_slices({key: chunks})
+    n = tf.size(example[key])
+    num_chunks = (n + max_tokens - 1) // max_tokens
+    row_lengths = tf.minimum(max_tokens, n - max_tokens * tf.range(num_chunks))
+    return tf.data.Dataset.from_tensor_slices({
+        k: tf.RaggedTensor.from_row_lengths(example[k], row_lengths)
+        for k in (key, *extra_keys)})
   return dataset.flat_map(to_chunks)
 
 
