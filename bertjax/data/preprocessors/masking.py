@@ -42,6 +42,7 @@ from bertjax.data.preprocessors import seeding
 
 WORDPIECE = "wordpiece"
 SENTENCEPIECE = "sentencepiece"
+BYTELEVEL = "bytelevel"
 
 
 def continuation_table(pieces: Sequence[str], style: str,
@@ -50,21 +51,23 @@ def continuation_table(pieces: Sequence[str], style: str,
 
   Args:
     pieces: the vocabulary's pieces in id order.
-    style: 'wordpiece' ('##' prefix = continuation) or 'sentencepiece'
-      ('▁' prefix = word start; anything else continues a word).
+    style: 'wordpiece' ('##' prefix = continuation), 'sentencepiece' ('▁'
+      prefix = word start; anything else continues a word) or 'bytelevel'
+      (GPT-2 / RoBERTa BPE: 'Ġ' prefix = word start).
     special_pieces: pieces that are never continuations (e.g. '[CLS]', '<unk>').
   """
   special = set(special_pieces)
   if style == WORDPIECE:
     cont = [p.startswith("##") and p not in special for p in pieces]
-  elif style == SENTENCEPIECE:
-    # Control/special pieces like '<pad>' or '[CLS]' have no '▁' but start words.
-    cont = [not p.startswith("\u2581") and p not in special
+  elif style in (SENTENCEPIECE, BYTELEVEL):
+    start = "\u2581" if style == SENTENCEPIECE else "\u0120"
+    # Control/special pieces like '<pad>' or '[CLS]' have no prefix but start words.
+    cont = [not p.startswith(start) and p not in special
             and not (p.startswith("<") and p.endswith(">"))
             and not (p.startswith("[") and p.endswith("]")) for p in pieces]
   else:
     raise ValueError(f"Unknown continuation style {style!r}; expected "
-                     f"{WORDPIECE!r} or {SENTENCEPIECE!r}.")
+                     f"{WORDPIECE!r}, {SENTENCEPIECE!r} or {BYTELEVEL!r}.")
   return np.asarray(cont, dtype=bool)
 
 
