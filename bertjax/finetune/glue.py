@@ -1,0 +1,125 @@
+"""GLUE: the nine tasks' files, their sentence-pair features and leaderboard metrics.
+
+Each task is a `GlueTask` row: where its TSVs are, which columns hold the sentence(s)
+and label, the label set (None for STS-B's regression score) and the metrics the
+leaderboard reports. As in the BERT paper, a pair is fed as `[CLS] a [SEP] b [SEP]`
+with token types 0 / 1, and the head reads the pooled [CLS] vector
+(`heads.SequenceClassifier`).
+"""
+import dataclasses
+import os
+
+import numpy as np
+
+from bertjax import paths
+from bertjax.finetune import features, metrics, readers
+from bertjax.finetune.tokenization import WordPiece
+
+
+@dataclasses.dataclass(frozen=True)
+class GlueTask:
+  name: str
+  folder: str
+  text_columns: tuple[int, ...]  # one (single sentence) or two (pair)
+  label_column: int              # may be negative (MNLI's gold_label is the last column)
+  labels: tuple[str, ...] | None  # None: regression on a float score
+  metrics: tuple[str, ...]
+  eval_splits: tuple[str, ...] = ("dev",)
+  has_header: bool = True
+  num_columns: int | None = None  # None: as many as the header
+
+  @property
+  def is_regression(self) -> bool:
+    return self.labels is None
+
+  @property
+  def num_labels(self) -> int:
+    return 1 if self.labels is None else len(self.labels)
+
+  def path(self, split: str, data_dir: str | None = None) -> str:
+    return os.path.join(data_dir or paths.data_dir(), "glue", self.folder, f"{split}.tsv")
+
+
+_NLI = ("entailment", "not_entailment")
+TASKS = {t.name: t for t in [
+    # CoLA has no header: source, label, original label, sentence.
+    GlueTask("cola", "CoLA", (3,), 1, ("0", "1"), ("mcc",), has_header=False, num_columns=4),
+    GlueTask("sst2", "SST-2", (0,), 1, ("0", "1"), ("accuracy",)),
+    GlueTask("mrpc", "MRPC", (3, 4), 0, ("0", "1"), ("f1", "accuracy")),
+    GlueTask("qqp", "QQP", (3, 4), 5, ("0", "1"), ("f1", "accuracy")),
+    GlueTask("stsb", "STS-B", (7, 8), 9, None, ("pearson", "spearman")),
+    GlueTask("mnli", "MNLI", (8, 9), -1, ("contradiction", "entailment", "neutral"),
+             ("accuracy",), eval_splits=("dev_matched", "dev_mismatched")),
+    GlueTask("qnli", "QNLI", (1, 2), 3, _NLI, ("accuracy",)),
+    GlueTask("rte", "RTE", (1, 2), 3, _NLI, ("accuracy",)),
+    GlueTask("wnli", "WNLI", (1, 2), 3, ("0", "1"), ("accuracy",)),
+]}
+
+
+def get_task(name: str) -> GlueTask:
+  if name not in TASKS:
+    raise ValueError(f"Unknown GLUE task {name!r}; known: {sorted(TASKS)}.")
+  return TASKS[name]
+
+
+@dataclasses.dataclass(frozen=True)
+class PairExample:
+  text_a: str
+  text_b: str | None
+  label: float | int  # class index, or the score for regression
+  source: str         # "file:line", for error messages
+
+
+def read_examples(task: GlueTask, split: str, skip_log: readers.SkipLog,
+                  data_dir: str | None = None, limit: int | None = None) -> list[PairExample]:
+  """The labelled examples of one split; bad rows (wrong field count, a label outside
+  the task's label set, a non-numeric score) go to `skip_log`. `limit` keeps the
+  first N good rows (a stated, reproducible subsample)."""
+  path = task.path(split, data_dir)
+  examples = []
+  for line, fields in readers.read_tsv(path, skip_log, task.num_columns, task.has_header):
+    raw = fields[task.label_column].strip()
+    if task.is_regression:
+      try:
+        label = float(raw)
+      except ValueError:
+        skip_log.skip(path, line, f"score {raw!r} is not a number")
+        continue
+    elif raw in task.labels:
+      label = task.labels.index(raw)
+    else:
+      skip_log.skip(path, line, f"label {raw!r} not in {task.name}'s label set {task.labels}")
+      continue
+    texts = [fields[c] for c in task.text_columns]
+    examples.append(PairExample(texts[0], texts[1] if len(texts) > 1 else None, label,
+                                f"{path}:{line}"))
+    if limit is not None and len(examples) >= limit:
+      break
+  return examples
+
+
+def convert_examples(examples: list[PairExample], tokenizer: WordPiece,
+                     max_length: int) -> dict[str, np.ndarray]:
+  """Encoder inputs plus `labels` (int32 classes, or float32 scores for regression)."""
+  ids_a = tokenizer.encode_batch([e.text_a for e in examples])
+  has_b = examples and examples[0].text_b is not None
+  ids_b = tokenizer.encode_batch([e.text_b for e in examples]) if has_b else [None] * len(ids_a)
+  packed = [features.encode_pair(a, b, max_length, tokenizer.cls_id, tokenizer.sep_id)
+            for a, b in zip(ids_a, ids_b)]
+  arrays = features.to_arrays([p[0] for p in packed], [p[1] for p in packed], max_length,
+                              tokenizer.pad_id)
+  labels = [e.label for e in examples]
+  arrays["labels"] = np.asarray(labels, np.float32 if isinstance(labels[0], float)
+                                else np.int32) if labels else np.zeros((0,), np.int32)
+  return arrays
+
+
+def predictions_from_logits(task: GlueTask, logits: np.ndarray) -> np.ndarray:
+  """Class indices, or the regression head's scores."""
+  logits = np.asarray(logits)
+  return logits[..., 0] if task.is_regression else logits.argmax(-1)
+
+
+def evaluate(task: GlueTask, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+  """The leaderboard metrics of `task` (fractions) from head outputs and gold labels."""
+  return metrics.compute(task.metrics, predictions_from_logits(task, logits), labels)

@@ -1,0 +1,176 @@
+"""A small fine-tuning loop on the trainer's pieces: optimizer, TrainState, mesh.
+
+Fine-tuning differs from pretraining in ways that make the pretraining loop a poor
+fit: datasets are small in-memory arrays iterated by epochs, the encoder comes from a
+converted checkpoint while the head is fresh, and evaluation is a full pass producing
+per-example outputs for task-specific post-processing (SQuAD spans, NER words). So
+this module owns only the epoch loop, the jitted step and batched prediction; the
+update rule (`optimizers.make_optimizer`: AdamW, warmup + linear decay, clipping),
+state layout (`train_state`) and sharding (`partitioning`) are the shared ones.
+"""
+import dataclasses
+import time
+from typing import Any, Callable, Mapping
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import logging
+
+from bertjax import optimizers, partitioning, train_state
+
+Arrays = Mapping[str, np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneConfig:
+  """BERT's fine-tuning recipe (Devlin et al., 2019, A.3) with its usual defaults."""
+  learning_rate: float = 5e-5
+  warmup_fraction: float = 0.1
+  batch_size: int = 32
+  num_epochs: float = 3.0
+  weight_decay: float = 0.01
+  clip_grad_norm: float | None = 1.0
+  eval_batch_size: int = 64
+  seed: int = 0
+  log_every: int = 20
+
+
+def num_rows(arrays: Arrays) -> int:
+  return len(next(iter(arrays.values())))
+
+
+def train_batches(arrays: Arrays, batch_size: int, num_steps: int, seed: int):
+  """`num_steps` batches from reshuffled epochs (each epoch drops its last partial batch)."""
+  n = num_rows(arrays)
+  batch_size = min(batch_size, n)
+  per_epoch = n // batch_size
+  rng = np.random.default_rng(seed)
+  step = 0
+  while step < num_steps:
+    order = rng.permutation(n)
+    for i in range(per_epoch):
+      if step == num_steps:
+        return
+      idx = order[i * batch_size:(i + 1) * batch_size]
+      yield {k: v[idx] for k, v in arrays.items()}
+      step += 1
+
+
+class Finetuner:
+  """Holds one model's train state on a mesh; `train` then `predict`."""
+
+  def __init__(self, module: nn.Module, objective, example: Arrays, config: FinetuneConfig,
+               total_steps: int, encoder_params: Any = None, frozen: tuple[str, ...] = (),
+               mesh=None, rules=partitioning.DEFAULT_RULES):
+    """
+    Args:
+      module: a heads.* model (params {'encoder', 'head'}).
+      objective: a finetune.objectives.* loss.
+      example: a few rows of task arrays, used only for shapes.
+      total_steps: optimizer steps, for the warmup + decay schedule.
+      encoder_params: pretrained weights of the encoder (unboxed); None = random init.
+      frozen: param path regexes not to train (e.g. '^encoder/' for a frozen encoder).
+    """
+    self.module, self.objective, self.config = module, objective, config
+    self.mesh = mesh or partitioning.make_mesh((-1, 1))
+    self.rules = rules
+    self.tx, self.schedule = optimizers.make_optimizer(
+        total_steps,
+        optimizer=lambda learning_rate: optimizers.adamw(learning_rate,
+                                                         weight_decay=config.weight_decay),
+        schedule=lambda total_steps: optimizers.warmup_linear_decay(
+            total_steps, config.learning_rate, int(config.warmup_fraction * total_steps)),
+        clip_grad_norm=config.clip_grad_norm, frozen=frozen)
+    example = {k: jnp.asarray(v[:1]) for k, v in example.items()}
+    init_fn = train_state.init_params_fn(module, example, objective.model_inputs)
+    abstract = jax.eval_shape(init_fn, jax.random.key(config.seed))
+    _, self.shardings = train_state.state_shardings(abstract, self.tx, self.mesh, rules)
+    params = None
+    if encoder_params is not None:
+      random = nn.unbox(jax.jit(init_fn)(jax.random.key(config.seed)))
+      params, fresh = train_state.merge_pretrained(random, {"encoder": encoder_params},
+                                                   "encoder_params")
+      encoder_fresh = [p for p in fresh if p.startswith("encoder/")]
+      if encoder_fresh:
+        # A pretrained encoder must cover its whole subtree (only the pooler may be new).
+        logging.warning("Encoder params not in the checkpoint, left at random init: %s",
+                        encoder_fresh)
+    self.state = train_state.create_state(init_fn, self.tx, config.seed, self.shardings, params)
+    self._batch = partitioning.batch_sharding(self.mesh, rules)
+    self._train_step = partitioning.jit_sharded(
+        self._step, self.mesh, rules, in_shardings=(self.shardings, self._batch),
+        out_shardings=(self.shardings, None), donate_argnums=(0,))
+    self._predict_fns: dict = {}
+
+  def _step(self, state: train_state.TrainState, batch):
+    dropout_key = jax.random.fold_in(state.key, state.step)
+
+    def loss_fn(params):
+      outputs = self.module.apply({"params": params}, **self.objective.model_inputs(batch),
+                                  deterministic=False, rngs={"dropout": dropout_key})
+      return self.objective(outputs, batch)
+
+    (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    updates, opt_state = self.tx.update(grads, state.opt_state, state.params)
+    params = jax.tree.map(lambda p, u: p + u, state.params, updates)
+    new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
+    return new_state, {"loss": loss, **{k: v[0] / jnp.maximum(v[1], 1e-9)
+                                        for k, v in metrics.items() if k != "loss"}}
+
+  def train(self, arrays: Arrays, num_steps: int) -> list[dict[str, float]]:
+    """Runs `num_steps` updates; returns the logged metrics (every `log_every` steps)."""
+    history, start = [], time.time()
+    for i, batch in enumerate(train_batches(arrays, self.config.batch_size, num_steps,
+                                            self.config.seed), start=1):
+      self.state, metrics = self._train_step(self.state, batch)
+      if i % self.config.log_every == 0 or i == num_steps:
+        row = {"step": i, **{k: float(v) for k, v in metrics.items()},
+               "lr": float(self.schedule(i)), "elapsed_s": time.time() - start}
+        logging.info("step %d/%d %s", i, num_steps,
+                     " ".join(f"{k}={v:.4g}" for k, v in row.items() if k != "step"))
+        history.append(row)
+    return history
+
+  @property
+  def params(self) -> Any:
+    return self.state.params
+
+  def predict(self, arrays: Arrays, output_keys: tuple[str, ...], method: Callable | None = None,
+              **apply_kwargs) -> dict[str, np.ndarray]:
+    """Model outputs (float numpy) for every row, in order; batches are padded to one shape."""
+    return predict(self.module, self.state.params, arrays, output_keys,
+                   self.objective.model_inputs, self.config.eval_batch_size, self._predict_fns,
+                   **apply_kwargs)
+
+
+def predict(module: nn.Module, params: Any, arrays: Arrays, output_keys: tuple[str, ...],
+            model_inputs: Callable, batch_size: int, cache: dict | None = None,
+            **apply_kwargs) -> dict[str, np.ndarray]:
+  """Deterministic forward passes over all rows of `arrays` in fixed-size batches.
+
+  The last batch is filled up by repeating its first row (never an all-padding row,
+  whose fully masked attention is degenerate) and the extra outputs are dropped.
+  """
+  cache = {} if cache is None else cache
+  key = (id(module), output_keys, tuple(sorted(apply_kwargs.items())))
+  if key not in cache:
+    def forward(p, batch):
+      out = module.apply({"params": p}, **model_inputs(batch), deterministic=True,
+                         **apply_kwargs)
+      return {k: out[k] for k in output_keys}
+    cache[key] = jax.jit(forward)
+  fn = cache[key]
+  n = num_rows(arrays)
+  chunks: dict[str, list] = {k: [] for k in output_keys}
+  for start in range(0, n, batch_size):
+    batch = {k: v[start:start + batch_size] for k, v in arrays.items()}
+    real = num_rows(batch)
+    if real < batch_size and n > batch_size:
+      batch = {k: np.concatenate([v, np.repeat(v[:1], batch_size - real, 0)])
+               for k, v in batch.items()}
+    out = fn(params, batch)
+    for k in output_keys:
+      chunks[k].append(np.asarray(out[k], np.float32)[:real])
+  return {k: np.concatenate(v) if v else np.zeros((0,)) for k, v in chunks.items()}

@@ -1,0 +1,70 @@
+"""Fine-tuning losses, as objectives (`bertjax.objectives.base.Objective` contract).
+
+Each says which batch features feed the model and turns its outputs into a mean loss
+plus `(sum, count)` metrics. An optional per-example `weights` feature (1 = real,
+0 = padding row) lets a final partial batch be padded to a fixed shape.
+"""
+from typing import Mapping
+
+import jax
+import jax.numpy as jnp
+
+from bertjax.objectives.base import safe_mean, weighted_cross_entropy
+
+_ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+class _FineTuneObjective:
+  rng_names: tuple[str, ...] = ()
+
+  def model_inputs(self, batch: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+    return {k: batch[k] for k in _ENCODER_INPUTS if k in batch}
+
+  @staticmethod
+  def example_weights(batch: Mapping[str, jax.Array]) -> jax.Array:
+    if "weights" in batch:
+      return batch["weights"].astype(jnp.float32)
+    return jnp.ones(batch["input_ids"].shape[0], jnp.float32)
+
+
+class Classification(_FineTuneObjective):
+  """Softmax cross-entropy of `logits` [B, K] against `labels` [B] (GLUE, SWAG's choices)."""
+
+  def __call__(self, outputs, batch):
+    weights = self.example_weights(batch)
+    loss, correct, count = weighted_cross_entropy(outputs["logits"], batch["labels"], weights)
+    return safe_mean(loss, count), {"loss": (loss, count), "accuracy": (correct, count)}
+
+
+class Regression(_FineTuneObjective):
+  """Mean squared error of the single output against a float score (STS-B)."""
+
+  def __call__(self, outputs, batch):
+    weights = self.example_weights(batch)
+    error = outputs["logits"][..., 0].astype(jnp.float32) - batch["labels"].astype(jnp.float32)
+    loss, count = (weights * error**2).sum(), weights.sum()
+    return safe_mean(loss, count), {"loss": (loss, count)}
+
+
+class SpanExtraction(_FineTuneObjective):
+  """SQuAD: mean of the start and end position cross-entropies over the sequence."""
+
+  def __call__(self, outputs, batch):
+    weights = self.example_weights(batch)
+    start, start_ok, count = weighted_cross_entropy(outputs["start_logits"],
+                                                    batch["start_positions"], weights)
+    end, end_ok, _ = weighted_cross_entropy(outputs["end_logits"], batch["end_positions"],
+                                            weights)
+    loss = (start + end) / 2
+    return safe_mean(loss, count), {"loss": (loss, count),
+                                    "start_accuracy": (start_ok, count),
+                                    "end_accuracy": (end_ok, count)}
+
+
+class TokenClassification(_FineTuneObjective):
+  """NER: cross-entropy at the tokens with `label_weights` 1 (each word's first piece)."""
+
+  def __call__(self, outputs, batch):
+    weights = batch["label_weights"].astype(jnp.float32) * self.example_weights(batch)[:, None]
+    loss, correct, count = weighted_cross_entropy(outputs["logits"], batch["labels"], weights)
+    return safe_mean(loss, count), {"loss": (loss, count), "accuracy": (correct, count)}

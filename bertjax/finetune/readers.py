@@ -1,0 +1,76 @@
+"""Reading official task files robustly: bad rows are reported and skipped, not fatal.
+
+Real benchmark files have flaws (QQP's train.tsv has rows with missing columns, SQuAD
+answers occasionally disagree with their context). Every reader takes a `SkipLog`:
+a bad row is logged with its file and line and counted, and the run goes on; the
+summary says how many rows were dropped and why.
+"""
+import collections
+import dataclasses
+import os
+from typing import Iterator
+
+from absl import logging
+
+
+@dataclasses.dataclass
+class Skipped:
+  path: str
+  line: int
+  reason: str
+
+  def __str__(self) -> str:
+    return f"{self.path}:{self.line}: {self.reason}"
+
+
+@dataclasses.dataclass
+class SkipLog:
+  """Collects the rows a reader dropped. Each is also logged as a warning when seen."""
+  entries: list[Skipped] = dataclasses.field(default_factory=list)
+  max_logged: int = 20  # a badly broken file should not flood the log
+
+  def skip(self, path: str, line: int, reason: str) -> None:
+    entry = Skipped(os.fspath(path), line, reason)
+    self.entries.append(entry)
+    if len(self.entries) <= self.max_logged:
+      logging.warning("Skipped %s", entry)
+
+  def __len__(self) -> int:
+    return len(self.entries)
+
+  def counts(self) -> dict[str, int]:
+    """Skipped rows per file."""
+    return dict(collections.Counter(e.path for e in self.entries))
+
+  def summary(self) -> str:
+    if not self.entries:
+      return "no rows skipped"
+    per_file = ", ".join(f"{os.path.basename(p)}: {n}" for p, n in self.counts().items())
+    return f"{len(self.entries)} rows skipped ({per_file}); first: {self.entries[0]}"
+
+
+def read_tsv(path: str, skip_log: SkipLog, num_columns: int | None = None,
+             has_header: bool = True) -> Iterator[tuple[int, list[str]]]:
+  """Yields (1-based line number, fields) for each data row of a tab-separated file.
+
+  No quoting: GLUE files contain bare `"` characters (MRPC, SST-2), which a csv reader
+  would treat as quotes and silently merge lines. A UTF-8 BOM (MRPC) is dropped.
+  Rows whose field count differs from `num_columns` (or, by default, from the
+  header's) are skipped through `skip_log`.
+  """
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"No task file at {path!r}; check --data_dir / $BERTJAX_DATA_DIR.")
+  with open(path, encoding="utf-8-sig", newline="") as f:
+    for line_no, line in enumerate(f, start=1):
+      line = line.rstrip("\r\n")
+      fields = line.split("\t")
+      if line_no == 1 and has_header:
+        num_columns = num_columns or len(fields)
+        continue
+      if not line.strip():
+        continue
+      if num_columns is not None and len(fields) != num_columns:
+        skip_log.skip(path, line_no, f"expected {num_columns} tab-separated fields, "
+                      f"found {len(fields)}")
+        continue
+      yield line_no, fields
