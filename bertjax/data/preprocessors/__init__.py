@@ -1,0 +1,1 @@
+"""seqio preprocessors: C4 cleaning, masking, pairs, spans, permutation, denoising."""
