@@ -27,7 +27,7 @@ from typing import Mapping, Optional, Sequence
 import tensorflow as tf
 
 from bertjax.data.preprocessors import seeding
-from bertjax.data.preprocessors.span_corruption import drop_empty, split_tokens
+from bertjax.data.preprocessors.span_corruption import drop_short, split_tokens
 
 
 def poisson_span_lengths(num_to_mask, seed, poisson_lambda: float = 3.0) -> tf.Tensor:
@@ -159,7 +159,7 @@ def bart_denoise(dataset: tf.data.Dataset, sequence_length: Optional[Mapping[str
   Empty documents are dropped and counted. `kwargs` go to `bart_denoise_example`.
   """
   del output_features
-  dataset = drop_empty(dataset, input_key, rule='bart/dropped_empty_document')
+  dataset = drop_short(dataset, input_key, rule='bart/dropped_empty_document')
   extra_keys = () if sentence_key is None else (sentence_key,)
   if sequence_length and sequence_length.get('targets'):
     specials = sum(kwargs.get(k) is not None for k in ('bos_id', 'eos_id'))

@@ -270,7 +270,7 @@ def split_tokens(dataset: tf.data.Dataset, max_tokens: int, key='targets',
 
 
 # ---------------------------------------------------------------- datasets ---
-def drop_empty(dataset: tf.data.Dataset, key: str, rule: str, min_tokens: int = 1
+def drop_short(dataset: tf.data.Dataset, key: str, rule: str, min_tokens: int = 1
                ) -> tf.data.Dataset:
   """Drops examples whose `key` has < min_tokens tokens, counting them in
   `stats` under `rule`."""
@@ -292,7 +292,7 @@ def t5_denoise(dataset: tf.data.Dataset, sequence_length: Optional[Mapping[str, 
   Empty documents are dropped. `kwargs` go to `denoise_example`.
   """
   del output_features
-  dataset = drop_empty(dataset, input_key, rule='t5/dropped_empty_document')
+  dataset = drop_short(dataset, input_key, rule='t5/dropped_empty_document')
   if sequence_length and sequence_length.get('inputs'):
     max_tokens = raw_tokens_length(
         objective, sequence_length['inputs'], kwargs.get('noise_density', 0.15),

@@ -1,0 +1,198 @@
+"""XLNet permutation language modelling inputs (Yang et al. 2019).
+
+One example is a fixed-length sequence laid out as XLNet pre-trains:
+
+  [ctx (reuse_len) | A | SEP | B | SEP | CLS | PAD ...]
+  token_type_ids:  0 for ctx, A and the first SEP; 1 for B and its SEP;
+                   2 for CLS; 3 for padding (XLNet's pad segment)
+
+A and B are consecutive text cut at a random point. The first `reuse_len`
+tokens are context only: never predicted, visible to every token, and they see
+nothing after themselves, so their hidden states can be cached as memory for
+the next segment (XLNet's recurrence).
+
+Prediction targets (partial prediction, sec. 2.3 and the span-based variant):
+spans of n ~ p(n) ∝ 1/n tokens (n <= max_span_length) are sampled left to
+right, one per block of n + n * mask_alpha / mask_beta tokens (so about
+mask_beta / (mask_alpha + mask_beta) = 1/7 of A and B with XLNet's alpha=6,
+beta=1); the span that passes `num_predict` is trimmed and random single tokens
+top the count up to exactly `num_predict`, as XLNet's data_utils does.
+Only A/B tokens are targets, and at most all but one of them, so every query
+attends to something.
+
+Factorization order: the targets and the functional tokens (SEP, CLS) get a
+random order ('token': XLNet's uniform order; 'span': each span's tokens are
+consecutive in the order, spans in random order). Every other token comes
+first: it is seen by all and sees no permuted token.
+
+Output features (per example; the feature converter batches them):
+  input_ids       int32   [L]    original ids (XLNet's content stream input)
+  token_type_ids  int32   [L]
+  attention_mask  int32   [L]    1 = real token
+  perm_mask       float32 [L, L] 1 = i may NOT attend to j (HF convention); a
+                                 target's own diagonal entry is 1 (its query
+                                 stream must not see it); the model clears the
+                                 diagonal for the content stream
+  target_mapping  float32 [P, L] one-hot rows for the targets in position
+                                 order, zero rows after them
+  target_ids      int32   [P]    the id to predict per row (0 in padding rows)
+  target_weights  float32 [P]    1.0 for real rows
+  input_q         float32 [L]    1.0 at targets (the query-stream marker)
+
+Short documents: documents are split into chunks of L - 3 tokens; empty
+documents and chunks with fewer than reuse_len + 2 tokens (A and B need one
+each) are dropped and counted in `stats` as 'xlnet/dropped_short_document';
+other chunks shorter than L - 3 are right-padded.
+"""
+import functools
+from typing import Mapping, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from bertjax.data.preprocessors import seeding
+from bertjax.data.preprocessors.span_corruption import drop_short, split_tokens
+
+PAD_SEGMENT = 3
+ORDERS = ('token', 'span')
+
+
+def sample_spans(region_length: int, seed, *, mask_alpha: int = 6, mask_beta: int = 1,
+                 max_span_length: int = 5) -> tf.Tensor:
+  """int32[region_length]: 0 off-span, k >= 1 inside the k-th sampled span."""
+  block_min = 1 + mask_alpha // mask_beta
+  max_spans = -(-region_length // block_min)
+  length_seed, offset_seed = seeding.split_seed(seed, 2)
+  logits = tf.math.log(1.0 / np.arange(1, max_span_length + 1, dtype=np.float32))
+  span_len = 1 + tf.random.stateless_categorical(logits[None], max_spans, length_seed,
+                                                 dtype=tf.int32)[0]
+  context = (span_len * mask_alpha) // mask_beta
+  # Span k sits at a uniform offset in [0, context) of its block of
+  # span_len + context tokens; blocks tile the region from the left.
+  block_start = tf.cumsum(span_len + context, exclusive=True)
+  offset = tf.cast(tf.random.stateless_uniform([max_spans], offset_seed) *
+                   tf.cast(context, tf.float32), tf.int32)
+  start = tf.minimum(block_start + offset, region_length)
+  end = tf.minimum(start + span_len, region_length)
+  # +k at each span's start and -k at its end; spans are disjoint and ordered.
+  span_id = tf.range(1, max_spans + 1)
+  edges = (tf.math.unsorted_segment_sum(span_id, start, region_length + 1) -
+           tf.math.unsorted_segment_sum(span_id, end, region_length + 1))
+  return tf.cumsum(edges)[:region_length]
+
+
+def _rank(keys) -> tf.Tensor:
+  """Distinct int32 ranks 0..n-1 of `keys` (ties broken by position)."""
+  return tf.math.invert_permutation(tf.argsort(keys, stable=True))
+
+
+def xlnet_example(tokens, seed, *, seq_len: int, num_predict: int, sep_id: int, cls_id: int,
+                  pad_id: int = 0, reuse_len: int = 0, mask_alpha: int = 6, mask_beta: int = 1,
+                  max_span_length: int = 5, order: str = 'token') -> dict:
+  """The XLNet features (module docstring) for one chunk of <= seq_len - 3 tokens.
+
+  The chunk must hold at least reuse_len + 2 tokens (the dataset wrapper
+  drops shorter ones).
+  """
+  _check_args(seq_len, num_predict, reuse_len, order)
+  L, R, P = seq_len, reuse_len, num_predict
+  tokens = tf.cast(tokens, tf.int32)[:L - 3]
+  n = tf.size(tokens)
+  tf.debugging.assert_greater_equal(n, R + 2, message='XLNet chunk shorter than reuse_len + 2')
+  cut_seed, span_seed, fill_seed, order_seed, tie_seed = seeding.split_seed(seed, 5)
+  cut = R + tf.random.stateless_uniform([], cut_seed, minval=1, maxval=n - R, dtype=tf.int32)
+  # Positions: A = [0, cut) (context first), SEP = cut, B = (cut, n], SEP = n + 1,
+  # CLS = n + 2, padding after.
+  input_ids = tf.concat([tokens[:cut], [sep_id], tokens[cut:], [sep_id, cls_id],
+                         tf.fill([L - n - 3], pad_id)], 0)
+  pos = tf.range(L)
+  token_type_ids = tf.where(pos <= cut, 0, tf.where(pos <= n + 1, 1, 2))
+  token_type_ids = tf.where(pos > n + 2, PAD_SEGMENT, token_type_ids)
+  real = pos <= n + 2
+  reuse = pos < R
+  functional = (pos == cut) | (pos == n + 1) | (pos == n + 2)
+  content = real & ~reuse & ~functional
+
+  # Targets: sampled spans over the non-context region, trimmed to the budget,
+  # topped up with random single tokens.
+  budget = tf.minimum(P, tf.reduce_sum(tf.cast(content, tf.int32)) - 1)
+  spans = tf.concat([tf.zeros([R], tf.int32),
+                     sample_spans(L - R, span_seed, mask_alpha=mask_alpha, mask_beta=mask_beta,
+                                  max_span_length=max_span_length)], 0)
+  in_span = (spans > 0) & content
+  is_target = in_span & (tf.cumsum(tf.cast(in_span, tf.int32)) <= budget)
+  shortfall = budget - tf.reduce_sum(tf.cast(is_target, tf.int32))
+  candidate = content & ~is_target
+  score = tf.where(candidate, tf.random.stateless_uniform([L], fill_seed), -1.0)
+  fill = (_rank(-score) < shortfall) & candidate
+  is_target |= fill
+
+  # Factorization order over the permuted set (targets + functional tokens).
+  permuted = is_target | functional
+  if order == 'span':
+    # Tokens of one span share a unit; every other permuted token is its own.
+    unit = tf.where(is_target & ~fill, spans, L + pos)
+    unit_rank = tf.gather(_rank(tf.random.stateless_uniform([2 * L], order_seed)), unit)
+    tie = _rank(tf.random.stateless_uniform([L], tie_seed))
+    key = unit_rank * L + tie
+  else:
+    key = _rank(tf.random.stateless_uniform([L], order_seed))
+  rank = tf.where(permuted, _rank(tf.where(permuted, key, -1)), -1)
+  # XLNet: a target cannot see itself, any other token can (rank + 1).
+  self_rank = tf.where(is_target, rank, rank + 1)
+  blocked = permuted[None, :] & (self_rank[:, None] <= rank[None, :])
+  blocked |= reuse[:, None] & ~reuse[None, :]  # context never sees what follows
+  blocked |= ~real[None, :]  # padding is never attended
+  return _target_features(input_ids, token_type_ids, real, blocked, is_target, P, L)
+
+
+def _target_features(input_ids, token_type_ids, real, blocked, is_target, P, L) -> dict:
+  target_pos = tf.boolean_mask(tf.range(L), is_target)
+  count = tf.size(target_pos)
+  target_pos = tf.pad(target_pos, [[0, P - count]], constant_values=-1)
+  weights = tf.cast(tf.range(P) < count, tf.float32)
+  features = {
+      'input_ids': input_ids,
+      'token_type_ids': tf.cast(token_type_ids, tf.int32),
+      'attention_mask': tf.cast(real, tf.int32),
+      'perm_mask': tf.cast(blocked, tf.float32),
+      'target_mapping': tf.one_hot(target_pos, L, dtype=tf.float32),  # -1 -> zero row
+      'target_ids': tf.gather(input_ids, tf.maximum(target_pos, 0)) * tf.cast(weights, tf.int32),
+      'target_weights': weights,
+      'input_q': tf.cast(is_target, tf.float32),
+  }
+  # Static shapes, so batches have fixed shapes for XLA.
+  shapes = {'perm_mask': [L, L], 'target_mapping': [P, L], 'target_ids': [P],
+            'target_weights': [P]}
+  return {k: tf.reshape(v, shapes.get(k, [L])) for k, v in features.items()}
+
+
+def _check_args(seq_len, num_predict, reuse_len, order):
+  if order not in ORDERS:
+    raise ValueError(f'Unknown XLNet factorization order {order!r}; expected one of {ORDERS}.')
+  if not 0 <= reuse_len <= seq_len - 5:
+    raise ValueError(f'reuse_len={reuse_len} must be in [0, seq_len - 5 = {seq_len - 5}] '
+                     '(A, B, two SEPs and CLS need 5 positions).')
+  if not 1 <= num_predict <= seq_len - reuse_len - 4:
+    raise ValueError(f'num_predict={num_predict} must be in [1, seq_len - reuse_len - 4 = '
+                     f'{seq_len - reuse_len - 4}].')
+
+
+def xlnet_plm(dataset: tf.data.Dataset, sequence_length: Mapping[str, int],
+              output_features=None, *, num_predict: int, sep_id: int, cls_id: int,
+              seed: Optional[int] = None, input_key: str = 'targets', **kwargs
+              ) -> tf.data.Dataset:
+  """seqio preprocessor: tokenized `input_key` -> XLNet features of length
+  `sequence_length['inputs']` (module docstring). `kwargs` go to `xlnet_example`.
+  """
+  del output_features
+  seq_len = sequence_length['inputs']
+  reuse_len = kwargs.get('reuse_len', 0)
+  _check_args(seq_len, num_predict, reuse_len, kwargs.get('order', 'token'))
+  rule = 'xlnet/dropped_short_document'
+  dataset = drop_short(dataset, input_key, rule)  # empty documents make no chunk
+  dataset = split_tokens(dataset, seq_len - 3, input_key)
+  dataset = drop_short(dataset, input_key, rule, min_tokens=reuse_len + 2)
+  fn = functools.partial(xlnet_example, seq_len=seq_len, num_predict=num_predict,
+                         sep_id=sep_id, cls_id=cls_id, **kwargs)
+  return seeding.map_with_seed(dataset, lambda ex, seed: fn(ex[input_key], seed), seed)
