@@ -58,6 +58,7 @@ def mlm_head_rules(hf: str = "cls.predictions.", ours: str = "mlm_head/") -> lis
 class BertFamily(Family):
   name = "bert"
   model_types = ("bert",)
+  config_class = bert.BertConfig  # families reusing BERT's config.json keys override this
   architectures = {
       "BertModel": ("last_hidden_state", "pooler_output"),
       "BertForPreTraining": ("prediction_logits", "seq_relationship_logits"),
@@ -72,7 +73,7 @@ class BertFamily(Family):
       raise ValueError(f"position_embedding_type={position_type!r} is not supported for BERT; "
                        "only 'absolute' is.")
     values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
-    return bert.BertConfig(**config_fields(bert.BertConfig, values))
+    return self.config_class(**config_fields(self.config_class, values))
 
   def config_to_hf(self, config: bert.BertConfig, architecture: str) -> dict:
     return {

@@ -9,6 +9,11 @@ from bertjax.hf.family import Family
 
 FAMILIES: dict[str, str] = {
     "bert": "bertjax.hf.bert:BertFamily",
+    "electra": "bertjax.hf.electra:ElectraFamily",
+    "deberta": "bertjax.hf.deberta:DebertaFamily",
+    "deberta-v2": "bertjax.hf.deberta:DebertaV2Family",
+    "roberta": "bertjax.hf.roberta:RobertaFamily",
+    "albert": "bertjax.hf.albert:AlbertFamily",
 }
 
 

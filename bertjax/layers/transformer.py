@@ -90,7 +90,9 @@ class TransformerStack(nn.Module):
       layer_cls = nn.remat(layer_cls, prevent_cse=False)
     stacked = nn.scan(
         layer_cls,
-        variable_axes={"params": nn.broadcast if self.share_parameters else 0},
+        # Shared parameters are broadcast: created once, the same at every step.
+        variable_axes={} if self.share_parameters else {"params": 0},
+        variable_broadcast="params" if self.share_parameters else False,
         split_rngs={"params": not self.share_parameters, "dropout": True},
         in_axes=(nn.broadcast, nn.broadcast),
         length=self.num_layers,
