@@ -1,0 +1,83 @@
+"""Train new WordPiece / SentencePiece vocabularies from an iterable of texts.
+
+Both write a directory that `vocab_from_hf` (and HF's AutoTokenizer, for WordPiece)
+loads, and return the loaded vocabulary.
+"""
+import json
+import os
+from typing import Iterable, Optional, Sequence
+
+import sentencepiece as spm
+import tokenizers
+
+from bertjax.data import vocabularies
+
+BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def train_wordpiece(texts: Iterable[str], vocab_size: int, out_dir: str,
+                    lower_case: bool = True, min_frequency: int = 2,
+                    special_tokens: Sequence[str] = BERT_SPECIAL_TOKENS,
+                    limit_alphabet: int = 1000) -> vocabularies.WordPieceVocabulary:
+  """BERT-style WordPiece (special tokens first: [PAD]=0, [UNK]=1, ...).
+
+  Writes vocab.txt, tokenizer.json and tokenizer_config.json to `out_dir`.
+  """
+  tokenizer = tokenizers.Tokenizer(tokenizers.models.WordPiece(
+      unk_token="[UNK]", max_input_chars_per_word=100))
+  tokenizer.normalizer = tokenizers.normalizers.BertNormalizer(
+      clean_text=True, handle_chinese_chars=True, strip_accents=lower_case,
+      lowercase=lower_case)
+  tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
+  tokenizer.decoder = tokenizers.decoders.WordPiece(prefix="##")
+  trainer = tokenizers.trainers.WordPieceTrainer(
+      vocab_size=vocab_size, min_frequency=min_frequency,
+      special_tokens=list(special_tokens), limit_alphabet=limit_alphabet,
+      continuing_subword_prefix="##", show_progress=False)
+  tokenizer.train_from_iterator(texts, trainer=trainer)
+
+  os.makedirs(out_dir, exist_ok=True)
+  vocab = tokenizer.get_vocab()
+  with open(os.path.join(out_dir, "vocab.txt"), "w", encoding="utf-8") as f:
+    f.writelines(t + "\n" for t in sorted(vocab, key=vocab.get))
+  tokenizer.save(os.path.join(out_dir, "tokenizer.json"))
+  config = dict(tokenizer_class="BertTokenizer", do_lower_case=lower_case,
+                strip_accents=None, tokenize_chinese_chars=True, pad_token="[PAD]",
+                unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
+                mask_token="[MASK]", model_max_length=512)
+  with open(os.path.join(out_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+    json.dump(config, f, indent=2)
+  return vocabularies.vocab_from_hf(out_dir)
+
+
+def train_sentencepiece(texts: Iterable[str], vocab_size: int, out_dir: str,
+                        model_type: str = "unigram", lower_case: bool = False,
+                        character_coverage: float = 0.9995,
+                        control_symbols: Sequence[str] = ("[CLS]", "[SEP]", "[MASK]"),
+                        user_defined_symbols: Sequence[str] = (),
+                        num_threads: int = 1,
+                        extra_ids: int = 0,
+                        seed_sentencepiece_size: Optional[int] = None,
+                        ) -> vocabularies.SentencePieceVocabulary:
+  """SentencePiece in seqio's id layout: <pad>=0, </s>=1, <unk>=2, then control symbols.
+
+  `lower_case` uses sentencepiece's own case-folding normaliser (nmt_nfkc_cf), so the
+  model lowercases by itself and needs no outside normalisation. Writes spiece.model
+  and spiece.vocab to `out_dir`.
+  """
+  os.makedirs(out_dir, exist_ok=True)
+  prefix = os.path.join(out_dir, "spiece")
+  kwargs = {}
+  if seed_sentencepiece_size:
+    kwargs["seed_sentencepiece_size"] = seed_sentencepiece_size
+  spm.SentencePieceTrainer.train(
+      sentence_iterator=iter(texts), model_prefix=prefix, vocab_size=vocab_size,
+      model_type=model_type, character_coverage=character_coverage,
+      normalization_rule_name="nmt_nfkc_cf" if lower_case else "nmt_nfkc",
+      pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
+      control_symbols=list(control_symbols), user_defined_symbols=list(user_defined_symbols),
+      hard_vocab_limit=False, num_threads=num_threads, minloglevel=2, **kwargs)
+  # Only control/unknown pieces are split out of raw text, as sentencepiece itself does
+  # for user-defined symbols anyway; this keeps encode() equal to plain sentencepiece.
+  return vocabularies.SentencePieceVocabulary(
+      prefix + ".model", added_tokens=list(control_symbols), extra_ids=extra_ids)

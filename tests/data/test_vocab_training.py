@@ -1,0 +1,48 @@
+"""Vocabularies trained on the embedded corpus load and round-trip."""
+import tensorflow as tf
+import transformers
+
+from bertjax.data import corpus
+from bertjax.data import vocab_training
+from bertjax.data import vocabularies
+
+SAMPLE = ["The quick brown fox returns the ceiling of self, as an integer.",
+          "Return a new dictionary initialized from an optional positional argument.",
+          "Naïve CAFÉ text (with accents) and 日本語.", ""]
+
+
+def _sentences(n=4000):
+  return corpus.sentences("train")[:n]
+
+
+def test_train_wordpiece_round_trip(tmp_path):
+  vocab = vocab_training.train_wordpiece(_sentences(), 2000, str(tmp_path))
+  assert isinstance(vocab, vocabularies.WordPieceVocabulary)
+  assert 1000 < vocab.vocab_size <= 2000
+  assert (vocab.pad_id, vocab.unk_id, vocab.cls_id, vocab.sep_id, vocab.mask_id) == (0, 1, 2, 3, 4)
+  reference = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+  for text in SAMPLE:
+    ids = list(vocab.encode(text))
+    assert ids == reference.encode(text, add_special_tokens=False)
+    assert vocab.encode_tf(tf.constant(text)).numpy().tolist() == ids
+  text = "return a new dictionary initialized from an optional positional argument ."
+  assert vocab.decode(vocab.encode(text)) == text.replace(" .", ".")
+  # The same directory loads again through vocab_from_hf.
+  assert vocabularies.vocab_from_hf(tmp_path).encode(SAMPLE[0]) == vocab.encode(SAMPLE[0])
+
+
+def test_train_sentencepiece_round_trip(tmp_path):
+  vocab = vocab_training.train_sentencepiece(_sentences(3000), 1000, str(tmp_path),
+                                             lower_case=True)
+  assert (vocab.pad_id, vocab.eos_id, vocab.unk_id) == (0, 1, 2)
+  assert (vocab.cls_id, vocab.sep_id, vocab.mask_id) == (3, 4, 5)
+  assert vocab.vocab_size == 1000
+  for text in SAMPLE:
+    ids = list(vocab.encode(text))
+    assert ids == vocab.tokenizer.EncodeAsIds(text)
+    assert vocab.encode_tf(tf.constant(text)).numpy().tolist() == ids
+  text = "Return a new dictionary initialized from an optional positional argument."
+  assert vocab.decode(vocab.encode(text)) == text.lower()
+  assert vocab.decode(vocab.encode(text) + [vocab.eos_id, 0, 0]) == text.lower()
+  loaded = vocabularies.vocab_from_hf(tmp_path)
+  assert loaded.encode(text) == vocab.encode(text)
