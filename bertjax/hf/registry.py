@@ -14,6 +14,7 @@ FAMILIES: dict[str, str] = {
     "deberta-v2": "bertjax.hf.deberta:DebertaV2Family",
     "roberta": "bertjax.hf.roberta:RobertaFamily",
     "albert": "bertjax.hf.albert:AlbertFamily",
+    "distilbert": "bertjax.hf.distilbert:DistilBertFamily",
 }
 
 

@@ -1,0 +1,94 @@
+"""DistilBERT <-> transformers' DistilBertModel / DistilBertForMaskedLM."""
+from typing import Any, Mapping
+
+from bertjax.hf.family import Family, config_fields
+from bertjax.hf.mapping import Rule
+from bertjax.models import distilbert
+
+# config.json key -> DistilBertConfig field.
+_RENAMED = {
+    "dim": "hidden_size",
+    "n_layers": "num_layers",
+    "n_heads": "num_heads",
+    "hidden_dim": "intermediate_size",
+    "activation": "hidden_act",
+    "dropout": "hidden_dropout",
+    "attention_dropout": "attention_dropout",
+}
+
+
+def encoder_rules(hf: str, ours: str) -> list[Rule]:
+  layer = f"{hf}transformer.layer.{{layer}}."
+  stack = f"{ours}encoder/layers/"
+  rules = [
+      Rule(f"{hf}embeddings.word_embeddings.weight", f"{ours}embeddings/word_embeddings/embedding"),
+      Rule(f"{hf}embeddings.position_embeddings.weight",
+           f"{ours}embeddings/position_embeddings/embedding"),
+      Rule(f"{hf}embeddings.LayerNorm.weight", f"{ours}embeddings/layer_norm/scale"),
+      Rule(f"{hf}embeddings.LayerNorm.bias", f"{ours}embeddings/layer_norm/bias"),
+  ]
+  for theirs, name in (("q_lin", "query"), ("k_lin", "key"), ("v_lin", "value")):
+    rules += [Rule(f"{layer}attention.{theirs}.weight", f"{stack}attention/{name}/kernel", "linear"),
+              Rule(f"{layer}attention.{theirs}.bias", f"{stack}attention/{name}/bias", "bias")]
+  return rules + [
+      Rule(f"{layer}attention.out_lin.weight", f"{stack}attention/out/kernel", "linear", 2),
+      Rule(f"{layer}attention.out_lin.bias", f"{stack}attention/out/bias"),
+      Rule(f"{layer}sa_layer_norm.weight", f"{stack}attention_norm/scale"),
+      Rule(f"{layer}sa_layer_norm.bias", f"{stack}attention_norm/bias"),
+      Rule(f"{layer}ffn.lin1.weight", f"{stack}mlp/intermediate/kernel", "linear"),
+      Rule(f"{layer}ffn.lin1.bias", f"{stack}mlp/intermediate/bias"),
+      Rule(f"{layer}ffn.lin2.weight", f"{stack}mlp/output/kernel", "linear"),
+      Rule(f"{layer}ffn.lin2.bias", f"{stack}mlp/output/bias"),
+      Rule(f"{layer}output_layer_norm.weight", f"{stack}mlp_norm/scale"),
+      Rule(f"{layer}output_layer_norm.bias", f"{stack}mlp_norm/bias"),
+  ]
+
+
+def mlm_head_rules() -> list[Rule]:
+  return [Rule("vocab_transform.weight", "mlm_head/transform/kernel", "linear"),
+          Rule("vocab_transform.bias", "mlm_head/transform/bias"),
+          Rule("vocab_layer_norm.weight", "mlm_head/transform_norm/scale"),
+          Rule("vocab_layer_norm.bias", "mlm_head/transform_norm/bias"),
+          Rule("vocab_projector.bias", "mlm_head/bias")]
+
+
+class DistilBertFamily(Family):
+  name = "distilbert"
+  model_types = ("distilbert",)
+  architectures = {
+      "DistilBertModel": ("last_hidden_state",),
+      "DistilBertForMaskedLM": ("logits",),
+  }
+  # The projector's weight is tied to the word embeddings (its bias is not).
+  ignored_keys = (r".*position_ids", r"vocab_projector\.weight")
+
+  def config_from_hf(self, hf_config: Mapping[str, Any]) -> distilbert.DistilBertConfig:
+    # `sinusoidal_pos_embds` only changes how the reference *initialises* its position
+    # table; the table itself is in the checkpoint, so the forward pass is the same.
+    values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
+    values.update(type_vocab_size=0, layer_norm_eps=1e-12)  # fixed in the reference
+    return distilbert.DistilBertConfig(**config_fields(distilbert.DistilBertConfig, values))
+
+  def config_to_hf(self, config: distilbert.DistilBertConfig, architecture: str) -> dict:
+    if config.layer_norm_eps != 1e-12:
+      raise ValueError(f"DistilBERT's reference fixes LayerNorm eps at 1e-12; this config has "
+                       f"{config.layer_norm_eps}, which transformers cannot represent.")
+    return {
+        "model_type": "distilbert", "architectures": [architecture],
+        "vocab_size": config.vocab_size, "dim": config.hidden_size,
+        "n_layers": config.num_layers, "n_heads": config.num_heads,
+        "hidden_dim": config.intermediate_size, "activation": config.hidden_act,
+        "dropout": config.hidden_dropout, "attention_dropout": config.attention_dropout,
+        "max_position_embeddings": config.max_position_embeddings,
+        "initializer_range": config.initializer_range, "pad_token_id": config.pad_token_id,
+        "sinusoidal_pos_embds": False, "tie_word_embeddings": True,
+    }
+
+  def make_module(self, architecture: str, config: distilbert.DistilBertConfig):
+    return {"DistilBertModel": distilbert.DistilBertModel,
+            "DistilBertForMaskedLM": distilbert.DistilBertForMaskedLM}[architecture](config)
+
+  def rules(self, architecture: str, config: distilbert.DistilBertConfig) -> list[Rule]:
+    if architecture == "DistilBertModel":
+      return encoder_rules("", "")
+    return encoder_rules("distilbert.", "distilbert/") + mlm_head_rules()

@@ -1,0 +1,123 @@
+"""DistilBERT equals transformers' DistilBertModel / DistilBertForMaskedLM (from_hf / to_hf);
+students initialised from a BERT teacher; the student-teacher pair."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+import transformers
+
+import bertjax
+from bertjax.models import bert, distilbert, distillation
+from tests import hf_testing
+
+ODD_CONFIG = dict(vocab_size=101, dim=48, n_layers=3, n_heads=3, hidden_dim=37,
+                  max_position_embeddings=40, dropout=0.1, attention_dropout=0.1)
+
+ARCHITECTURES = {
+    "DistilBertModel": (transformers.DistilBertModel, ("last_hidden_state",)),
+    "DistilBertForMaskedLM": (transformers.DistilBertForMaskedLM, ("logits",)),
+}
+
+
+def reference(architecture: str, tmp_path, seed: int = 0):
+  cls, _ = ARCHITECTURES[architecture]
+  torch.manual_seed(seed)
+  model = hf_testing.redraw_weights(cls(transformers.DistilBertConfig(**ODD_CONFIG)), seed)
+  model.save_pretrained(tmp_path / architecture)
+  return model, tmp_path / architecture
+
+
+def batch(seed: int = 0) -> dict:
+  inputs = hf_testing.padded_batch(ODD_CONFIG["vocab_size"], seed=seed)
+  del inputs["token_type_ids"]  # DistilBERT has no segment embeddings
+  return inputs
+
+
+@pytest.mark.parametrize("architecture", sorted(ARCHITECTURES))
+def test_matches_transformers_on_padded_batch(architecture, tmp_path):
+  torch_model, path = reference(architecture, tmp_path)
+  ours = bertjax.from_hf(path)
+  assert ours.architecture == architecture and ours.config.num_layers == 3
+  expected = hf_testing.torch_outputs(torch_model, batch(), output_hidden_states=True)
+  got = ours(**batch(), output_hidden_states=True)
+  keys = ARCHITECTURES[architecture][1] + ("hidden_states",)
+  diffs = hf_testing.max_abs_diff(got, expected, keys)
+  assert max(diffs.values()) <= 1e-4, diffs
+  assert np.std(got[keys[0]]) > 0.1
+  assert "pooler_output" not in got
+
+
+def test_export_round_trip_loads_in_transformers(tmp_path):
+  torch_model, path = reference("DistilBertForMaskedLM", tmp_path, seed=1)
+  bertjax.to_hf(bertjax.from_hf(path), tmp_path / "exported")
+  reloaded = transformers.DistilBertForMaskedLM.from_pretrained(tmp_path / "exported").eval()
+  diffs = hf_testing.max_abs_diff(hf_testing.torch_outputs(reloaded, batch(5)),
+                                  hf_testing.torch_outputs(torch_model, batch(5)), ("logits",))
+  assert max(diffs.values()) <= 1e-5, diffs
+
+
+def bert_teacher(tmp_path, layers: int = 4):
+  config = transformers.BertConfig(vocab_size=101, hidden_size=48, num_hidden_layers=layers,
+                                   num_attention_heads=3, intermediate_size=37,
+                                   max_position_embeddings=40)
+  torch.manual_seed(0)
+  model = hf_testing.redraw_weights(transformers.BertForMaskedLM(config), std=0.1)
+  model.save_pretrained(tmp_path / "teacher")
+  return bertjax.from_hf(tmp_path / "teacher")
+
+
+def test_student_takes_one_layer_out_of_two(tmp_path):
+  teacher = bert_teacher(tmp_path)
+  student = distilbert.student_params_from_teacher(teacher.params)
+  t_query = teacher.params["bert"]["encoder"]["layers"]["attention"]["query"]["kernel"]
+  s_query = student["distilbert"]["encoder"]["layers"]["attention"]["query"]["kernel"]
+  assert s_query.shape[0] == 2
+  np.testing.assert_array_equal(s_query, np.asarray(t_query)[[0, 2]])
+  assert distilbert.every_other_layer(12) == [0, 2, 4, 6, 8, 10]
+  with pytest.raises(ValueError, match=r"indices into the teacher's 4 layers"):
+    distilbert.student_params_from_teacher(teacher.params, layers=[0, 4])
+
+
+def test_student_with_all_teacher_layers_reproduces_teacher(tmp_path):
+  """Folding token type 0 into positions keeps single-segment inputs exact."""
+  teacher = bert_teacher(tmp_path)
+  student_params = distilbert.student_params_from_teacher(teacher.params, layers=range(4))
+  cfg = distilbert.student_config(teacher.config, num_layers=4)
+  student = distilbert.DistilBertForMaskedLM(cfg)
+  inputs = batch()
+  got = jax.jit(lambda p: student.apply({"params": p}, inputs["input_ids"],
+                                        inputs["attention_mask"])["logits"])(student_params)
+  expected = teacher(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
+  np.testing.assert_allclose(got, expected["logits"], atol=1e-4)
+
+
+def test_student_teacher_pair_freezes_teacher_gradients(tmp_path):
+  teacher = bert_teacher(tmp_path, layers=2)
+  cfg = distilbert.student_config(teacher.config)
+  pair = distillation.StudentTeacher(distilbert.DistilBertForMaskedLM(cfg), teacher.module)
+  params = {"student": distilbert.student_params_from_teacher(teacher.params),
+            "teacher": teacher.params}
+  inputs = batch()
+
+  def loss(p):
+    out = pair.apply({"params": p}, inputs["input_ids"],
+                     attention_mask=inputs["attention_mask"], deterministic=True)
+    assert {"logits", "teacher_logits", "teacher_last_hidden_state"} <= set(out)
+    return jnp.mean((out["logits"] - out["teacher_logits"]) ** 2) + jnp.mean(
+        out["teacher_last_hidden_state"] ** 2)
+
+  grads = jax.jit(jax.grad(loss))(params)
+  teacher_norm = sum(float(jnp.abs(g).sum()) for g in jax.tree.leaves(grads["teacher"]))
+  student_norm = sum(float(jnp.abs(g).sum()) for g in jax.tree.leaves(grads["student"]))
+  assert teacher_norm == 0.0 and student_norm > 0.0
+
+
+def test_parameter_count_equals_reference():
+  cfg = distilbert.distilbert_base()
+  ours = jax.eval_shape(lambda: bert.init_params(distilbert.DistilBertForMaskedLM(cfg),
+                                                 jax.random.PRNGKey(0)))
+  with torch.device("meta"):
+    reference_model = transformers.DistilBertForMaskedLM(transformers.DistilBertConfig())
+  assert (sum(x.size for x in jax.tree_util.tree_leaves(ours))
+          == sum(p.numel() for p in reference_model.parameters()))
