@@ -1,0 +1,154 @@
+"""DeBERTa v1 / v2 equal transformers' PyTorch models through from_hf / to_hf; relative
+positions (log buckets) match the reference; the enhanced mask decoder works as described."""
+import functools
+
+import jax
+import numpy as np
+import pytest
+import torch
+import transformers
+from transformers.models.deberta_v2 import modeling_deberta_v2
+
+import bertjax
+from bertjax.layers import relative
+from bertjax.models import bert, deberta
+from tests import hf_testing
+
+BASE = dict(vocab_size=101, hidden_size=48, num_hidden_layers=3, num_attention_heads=3,
+            intermediate_size=37, max_position_embeddings=40, relative_attention=True)
+
+# Each variant exercises a different path: span clipping (max_relative_positions < L),
+# E != H, log buckets, shared keys, the relative-table LayerNorm, one-sided terms,
+# absolute positions in the input or not, both MLM head layouts.
+VARIANTS = {
+    "v1": (1, dict(BASE, pos_att_type="c2p|p2c", max_relative_positions=6, type_vocab_size=3,
+                   position_biased_input=True, embedding_size=20)),
+    "v1_c2p_new_head": (1, dict(BASE, pos_att_type="c2p", position_biased_input=False,
+                                legacy=False, hidden_act="gelu_new")),
+    "v3": (2, dict(BASE, pos_att_type="p2c|c2p", position_buckets=4, max_relative_positions=16,
+                   share_att_key=True, norm_rel_ebd="layer_norm", position_biased_input=False)),
+    "v2_exact": (2, dict(BASE, pos_att_type="c2p|p2c", max_relative_positions=5,
+                         type_vocab_size=2, share_att_key=False, position_biased_input=True,
+                         legacy=False)),
+    "v2_p2c_only": (2, dict(BASE, pos_att_type=["p2c"], position_buckets=6,
+                            max_relative_positions=20, position_biased_input=False,
+                            embedding_size=24)),
+}
+
+
+def hf_classes(version):
+  if version == 1:
+    return transformers.DebertaConfig, transformers.DebertaModel, transformers.DebertaForMaskedLM
+  return (transformers.DebertaV2Config, transformers.DebertaV2Model,
+          transformers.DebertaV2ForMaskedLM)
+
+
+def reference(variant, masked_lm, tmp_path, seed=0):
+  version, kwargs = VARIANTS[variant]
+  config_cls, model_cls, mlm_cls = hf_classes(version)
+  model = hf_testing.redraw_weights((mlm_cls if masked_lm else model_cls)(config_cls(**kwargs)), seed)
+  path = tmp_path / f"{variant}_{masked_lm}"
+  model.save_pretrained(path)
+  return model, path
+
+
+def _type_vocab(variant):
+  return VARIANTS[variant][1].get("type_vocab_size", 0) or 1
+
+
+@pytest.mark.parametrize("masked_lm", [False, True], ids=["Model", "ForMaskedLM"])
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_matches_transformers_on_padded_batch(variant, masked_lm, tmp_path):
+  torch_model, path = reference(variant, masked_lm, tmp_path)
+  ours = bertjax.from_hf(path)
+  assert ours.architecture == type(torch_model).__name__
+  assert ours.config.version == VARIANTS[variant][0]
+  inputs = hf_testing.padded_batch(BASE["vocab_size"], type_vocab_size=_type_vocab(variant))
+  if not VARIANTS[variant][1].get("type_vocab_size"):
+    del inputs["token_type_ids"]
+  expected = hf_testing.torch_outputs(torch_model, inputs, output_hidden_states=True)
+  got = ours(**inputs, output_hidden_states=True)
+  keys = ("logits" if masked_lm else "last_hidden_state", "hidden_states")
+  diffs = hf_testing.max_abs_diff(got, expected, keys)
+  assert max(diffs.values()) <= 1e-4, diffs
+  assert np.std(got[keys[0]]) > 0.1
+
+
+@pytest.mark.parametrize("variant", ["v1", "v3"])
+def test_export_round_trip_loads_in_transformers(variant, tmp_path):
+  torch_model, path = reference(variant, True, tmp_path, seed=1)
+  ours = bertjax.from_hf(path)
+  bertjax.to_hf(ours, tmp_path / "exported")
+  reloaded = type(torch_model).from_pretrained(tmp_path / "exported").eval()
+  inputs = hf_testing.padded_batch(BASE["vocab_size"], type_vocab_size=_type_vocab(variant), seed=5)
+  diffs = hf_testing.max_abs_diff(hf_testing.torch_outputs(reloaded, inputs),
+                                  hf_testing.torch_outputs(torch_model, inputs), ("logits",))
+  assert diffs["logits"] <= 1e-5, diffs
+
+
+@pytest.mark.parametrize("bucket_size,max_position", [(4, 16), (6, 20), (256, 512), (32, 128)])
+def test_log_buckets_match_reference(bucket_size, max_position):
+  rel = relative.relative_positions(300, 300)
+  theirs = modeling_deberta_v2.make_log_bucket_position(torch.as_tensor(rel, dtype=torch.long),
+                                                        bucket_size, max_position)
+  ours = relative.log_bucket_positions(rel, bucket_size, max_position)
+  np.testing.assert_array_equal(ours, theirs.numpy().astype(np.int32))
+  # Exact inside +-bucket_size/2, then monotone, within the table up to max_position.
+  mid = bucket_size // 2
+  near = np.abs(rel) < mid
+  np.testing.assert_array_equal(ours[near], rel[near])
+  assert np.all(np.diff(ours[0]) <= 0)
+  assert np.abs(ours[np.abs(rel) < max_position]).max() < bucket_size
+
+
+def test_unsupported_options_are_named():
+  family_config = dict(BASE, model_type="deberta-v2", conv_kernel_size=3)
+  from bertjax.hf import deberta as hf_deberta
+  with pytest.raises(ValueError, match="conv_kernel_size=3"):
+    hf_deberta.DebertaV2Family().config_from_hf(family_config)
+  with pytest.raises(ValueError, match="pos_att_type"):
+    deberta.DebertaConfig(pos_att_type=("c2c",))
+  with pytest.raises(ValueError, match="position_biased_input=False"):
+    deberta.DebertaConfig(enhanced_mask_decoder=True, position_biased_input=True)
+
+
+# ----------------------------------------------------------------------------- EMD
+TINY = deberta.DebertaConfig(vocab_size=53, hidden_size=32, num_layers=2, num_heads=4,
+                             intermediate_size=48, max_position_embeddings=32,
+                             position_buckets=4, max_relative_positions=16)
+
+
+@functools.lru_cache(maxsize=None)
+def _emd_model():
+  model = deberta.DebertaForMaskedLM(TINY.replace(enhanced_mask_decoder=True))
+  params = jax.jit(lambda k: bert.init_params(model, k))(jax.random.PRNGKey(0))
+  return model, params, jax.jit(lambda p, ids, pos: model.apply({"params": p}, ids,
+                                                                position_ids=pos)["logits"])
+
+
+def test_enhanced_mask_decoder_injects_absolute_positions():
+  model, params, run = _emd_model()
+  assert set(params) == {"deberta", "mlm_head", "emd"}
+  assert "position_embeddings" in params["deberta"]["embeddings"]
+  ids = np.random.default_rng(0).integers(0, TINY.vocab_size, (2, 10)).astype(np.int32)
+  pos = np.broadcast_to(np.arange(10), ids.shape).astype(np.int32)
+  base = np.asarray(run(params, ids, pos))
+  # The encoder sees no absolute positions; the EMD does, so shifting them changes logits...
+  assert np.abs(np.asarray(run(params, ids, pos + 3)) - base).max() > 1e-3
+  # ...and without the EMD, position_ids have no effect at all.
+  plain = deberta.DebertaForMaskedLM(TINY)
+  plain_params = {k: v for k, v in params.items() if k != "emd"}
+  plain_params["deberta"] = {**params["deberta"], "embeddings": {
+      k: v for k, v in params["deberta"]["embeddings"].items() if k != "position_embeddings"}}
+  logits = lambda p: plain.apply({"params": plain_params}, ids, position_ids=p)["logits"]
+  np.testing.assert_allclose(logits(pos), logits(pos + 3), atol=1e-6)
+
+
+def test_emd_model_refuses_export_as_hf_masked_lm(tmp_path):
+  model, params, _ = _emd_model()
+  from bertjax.hf import deberta as hf_deberta
+  from bertjax.hf.model import HFModel
+  exported = HFModel(hf_deberta.DebertaV2Family(), "DebertaV2ForMaskedLM", model.config, model,
+                     params)
+  with pytest.raises(ValueError, match="no enhanced mask decoder"):
+    bertjax.to_hf(exported, tmp_path / "emd")
