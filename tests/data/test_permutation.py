@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bertjax.data import feature_converters as fc
 from bertjax.data.preprocessors import permutation as pm
 from bertjax.data.preprocessors import seeding
 from bertjax.data.preprocessors import stats
@@ -63,11 +64,11 @@ def check_example(out, doc, seq_len, reuse_len, num_predict):
   others = real & ~permuted
   assert (perm[targets, targets] == 1).all()                 # a query never sees itself
   assert (np.diag(perm)[real & ~q] == 0).all()               # content stream sees itself
-  assert (perm[np.ix_(~reuse, others)] == 0).all()           # non-targets are seen by all
-  assert (perm[:, reuse] == 0).all()                         # ... the context too
+  assert (perm[np.ix_(real & ~reuse, others)] == 0).all()    # non-targets are seen by all
+  assert (perm[np.ix_(real, reuse)] == 0).all()              # ... the context too
   assert (perm[np.ix_(others, permuted)] == 1).all()         # and they see no permuted token
   assert (perm[np.ix_(reuse, ~reuse)] == 1).all()            # context sees nothing after it
-  assert (perm[:, ~real] == 1).all()                         # padding is never seen
+  assert (perm[:, ~real] == 1).all() and (perm[~real] == 1).all()  # padding: no attention
   return implied_order(perm, permuted)
 
 
@@ -157,16 +158,23 @@ def test_dataset_determinism_chunks_and_short_documents():
   docs = [list(range(10, 80)), [], [11, 12, 13], list(range(100, 106)), [7]]
   ds = tf.data.Dataset.from_tensor_slices({'targets': tf.ragged.constant(docs, tf.int32)})
   before = stats.snapshot().get('xlnet/dropped_short_document', 0)
-  run = lambda seed: _run(pm.xlnet_plm(ds, {'inputs': 32}, num_predict=4, sep_id=SEP,
-                                       cls_id=CLS, pad_id=PAD, reuse_len=3, seed=seed))
-  first = run(1)
-  assert first == run(1) and first != run(2)
+  plm = lambda seed, **kw: pm.xlnet_plm(ds, {'input_ids': 32}, num_predict=4, sep_id=SEP,
+                                        cls_id=CLS, pad_id=PAD, reuse_len=3, seed=seed, **kw)
+  first = _run(plm(1))
+  assert first == _run(plm(1)) and first != _run(plm(2))
   # 70 tokens -> chunks 29 + 29 + 12; [11,12,13] (< reuse_len + 2), [] and [7]
   # are dropped and counted; the 6-token document is kept.
   assert len(first) == 4
-  assert stats.snapshot()['xlnet/dropped_short_document'] - before == 3 * 3
-  # Static shapes, so batches have fixed shapes.
-  spec = pm.xlnet_plm(ds, {'inputs': 32}, num_predict=4, sep_id=SEP, cls_id=CLS).element_spec
+  assert stats.snapshot()['xlnet/dropped_short_document'] - before == 3 * 3  # 3 runs
+  # Unpadded for the feature converter, which pads to the padded features.
+  converter = fc.XLNetFeatureConverter(pad_id=PAD)
+  converted = _run(converter(plm(1), converter.task_lengths(32, num_predict=4)))
+  padded = _run(plm(1, pad=True))
+  assert len(first[-1]['input_ids']) == 9 and len(padded[-1]['input_ids']) == 32
+  for got, want in zip(converted, padded):
+    for k in converter.MODEL_FEATURES:
+      np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+  spec = plm(0, pad=True).element_spec  # static shapes, so batches are fixed-size
   assert spec['perm_mask'].shape == (32, 32) and spec['target_mapping'].shape == (4, 32)
   assert spec['input_ids'].shape == (32,) and spec['target_ids'].shape == (4,)
 

@@ -25,7 +25,8 @@ random order ('token': XLNet's uniform order; 'span': each span's tokens are
 consecutive in the order, spans in random order). Every other token comes
 first: it is seen by all and sees no permuted token.
 
-Output features (per example; the feature converter batches them):
+Output features (per example, shown padded to L; the seqio preprocessor emits
+them unpadded and XLNetFeatureConverter pads them to exactly these values):
   input_ids       int32   [L]    original ids (XLNet's content stream input)
   token_type_ids  int32   [L]
   attention_mask  int32   [L]    1 = real token
@@ -88,11 +89,13 @@ def _rank(keys) -> tf.Tensor:
 
 def xlnet_example(tokens, seed, *, seq_len: int, num_predict: int, sep_id: int, cls_id: int,
                   pad_id: int = 0, reuse_len: int = 0, mask_alpha: int = 6, mask_beta: int = 1,
-                  max_span_length: int = 5, order: str = 'token') -> dict:
+                  max_span_length: int = 5, order: str = 'token', pad: bool = True) -> dict:
   """The XLNet features (module docstring) for one chunk of <= seq_len - 3 tokens.
 
   The chunk must hold at least reuse_len + 2 tokens (the dataset wrapper
-  drops shorter ones).
+  drops shorter ones). With `pad=False` the [L] / [L, L] features stop at the
+  last real token (CLS), as `XLNetFeatureConverter` expects: it pads them back
+  to exactly the `pad=True` values.
   """
   _check_args(seq_len, num_predict, reuse_len, order)
   L, R, P = seq_len, reuse_len, num_predict
@@ -142,8 +145,15 @@ def xlnet_example(tokens, seed, *, seq_len: int, num_predict: int, sep_id: int, 
   self_rank = tf.where(is_target, rank, rank + 1)
   blocked = permuted[None, :] & (self_rank[:, None] <= rank[None, :])
   blocked |= reuse[:, None] & ~reuse[None, :]  # context never sees what follows
-  blocked |= ~real[None, :]  # padding is never attended
-  return _target_features(input_ids, token_type_ids, real, blocked, is_target, P, L)
+  blocked |= ~real[None, :] | ~real[:, None]  # padding neither sees nor is seen
+  features = _target_features(input_ids, token_type_ids, real, blocked, is_target, P, L)
+  if pad:
+    return features
+  m = n + 3
+  trimmed = {k: v[:m] for k, v in features.items() if v.shape[0] == L}
+  trimmed['perm_mask'] = features['perm_mask'][:m, :m]
+  trimmed['target_mapping'] = features['target_mapping'][:, :m]
+  return {**features, **trimmed}
 
 
 def _target_features(input_ids, token_type_ids, real, blocked, is_target, P, L) -> dict:
@@ -182,11 +192,14 @@ def xlnet_plm(dataset: tf.data.Dataset, sequence_length: Mapping[str, int],
               output_features=None, *, num_predict: int, sep_id: int, cls_id: int,
               seed: Optional[int] = None, input_key: str = 'targets', **kwargs
               ) -> tf.data.Dataset:
-  """seqio preprocessor: tokenized `input_key` -> XLNet features of length
-  `sequence_length['inputs']` (module docstring). `kwargs` go to `xlnet_example`.
+  """seqio preprocessor: tokenized `input_key` -> XLNet features for sequences
+  of `sequence_length['input_ids']` tokens (module docstring). `kwargs` go to
+  `xlnet_example`; by default the features are unpadded (`pad=False`) for
+  `XLNetFeatureConverter`.
   """
   del output_features
-  seq_len = sequence_length['inputs']
+  seq_len = sequence_length['input_ids']
+  kwargs.setdefault('pad', False)
   reuse_len = kwargs.get('reuse_len', 0)
   _check_args(seq_len, num_predict, reuse_len, kwargs.get('order', 'token'))
   rule = 'xlnet/dropped_short_document'
