@@ -23,6 +23,7 @@ INSTALL_REQUIRES = [
     "tqdm>=4.66",
     "matplotlib>=3.8",
     "faiss-cpu>=1.8",
+    "langdetect>=1.0.9",  # C4 cleaning: English detection
 ]
 
 # torch is pinned: 2.13.0 is the CPU build this project's machines install
