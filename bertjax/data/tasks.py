@@ -315,3 +315,8 @@ def get_dataset(task_name: str, split: str = "train", sequence_length: SeqLen = 
   if start_step:
     ds = ds.skip(start_step)
   return ds.prefetch(tf.data.AUTOTUNE)
+
+
+# T5 / BART / XLNet objectives register themselves through `register_objective`
+# (imported last, as that module imports this one).
+from bertjax.data import objective_tasks  # noqa: E402,F401  pylint: disable=g-import-not-at-top,unused-import

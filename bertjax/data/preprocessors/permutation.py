@@ -189,16 +189,21 @@ def _check_args(seq_len, num_predict, reuse_len, order):
 
 
 def xlnet_plm(dataset: tf.data.Dataset, sequence_length: Mapping[str, int],
-              output_features=None, *, num_predict: int, sep_id: int, cls_id: int,
+              output_features=None, *, sep_id: int, cls_id: int,
+              num_predict: Optional[int] = None,
               seed: Optional[int] = None, input_key: str = 'targets', **kwargs
               ) -> tf.data.Dataset:
   """seqio preprocessor: tokenized `input_key` -> XLNet features for sequences
   of `sequence_length['input_ids']` tokens (module docstring). `kwargs` go to
   `xlnet_example`; by default the features are unpadded (`pad=False`) for
-  `XLNetFeatureConverter`.
+  `XLNetFeatureConverter`. `num_predict` defaults to `sequence_length['target_ids']`.
   """
   del output_features
   seq_len = sequence_length['input_ids']
+  if num_predict is None:
+    if 'target_ids' not in sequence_length:
+      raise ValueError("xlnet_plm needs num_predict or sequence_length['target_ids'].")
+    num_predict = sequence_length['target_ids']
   kwargs.setdefault('pad', False)
   reuse_len = kwargs.get('reuse_len', 0)
   _check_args(seq_len, num_predict, reuse_len, kwargs.get('order', 'token'))
