@@ -49,6 +49,10 @@ class Family(abc.ABC):
   def is_ignored(self, key: str) -> bool:
     return any(re.fullmatch(p, key) for p in self.ignored_keys)
 
+  def prepare_inputs(self, inputs: Mapping[str, Any]) -> dict:
+    """The reference's call arguments -> our module's (e.g. XLNet's per-layer `mems` list)."""
+    return dict(inputs)
+
   def outputs(self, architecture: str, outputs: Mapping[str, Any]) -> dict:
     names = self.architectures[architecture] + ("hidden_states",)
     return {k: v for k, v in outputs.items() if k in names and v is not None}

@@ -31,6 +31,7 @@ class HFModel:
   params: Any
 
   def __call__(self, **inputs) -> dict[str, np.ndarray]:
+    inputs = self.family.prepare_inputs(inputs)
     arrays = {k: jnp.asarray(v) for k, v in inputs.items() if v is not None and _is_array(v)}
     static = tuple(sorted((k, v) for k, v in inputs.items() if v is not None and not _is_array(v)))
     outputs = _apply(self.module, static)(self.params, arrays)

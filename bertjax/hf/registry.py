@@ -15,6 +15,8 @@ FAMILIES: dict[str, str] = {
     "roberta": "bertjax.hf.roberta:RobertaFamily",
     "albert": "bertjax.hf.albert:AlbertFamily",
     "distilbert": "bertjax.hf.distilbert:DistilBertFamily",
+    "t5": "bertjax.hf.t5:T5Family",
+    "xlnet": "bertjax.hf.xlnet:XLNetFamily",
 }
 
 

@@ -9,13 +9,20 @@ Dtype = jnp.dtype
 
 
 class MlpBlock(nn.Module):
-  """Dense(embed -> mlp), activation, Dense(mlp -> embed), dropout on the output."""
+  """Dense(embed -> mlp), activation, Dense(mlp -> embed), dropout on the output.
+
+  intermediate_dropout: also drop after the activation (XLNet, Transformer-XL).
+  gated: a GLU variant (Shazeer, 2020; T5 v1.1): activation(x W) * (x V), where V is
+    `intermediate_linear`.
+  """
   intermediate_size: int
   activation: str = "gelu"
   dropout_rate: float = 0.0
   use_bias: bool = True
   init_std: float = 0.02
   dtype: Dtype = jnp.float32
+  intermediate_dropout: bool = False
+  gated: bool = False
 
   @nn.compact
   def __call__(self, x: jax.Array, *, deterministic: bool = True) -> jax.Array:
@@ -23,7 +30,13 @@ class MlpBlock(nn.Module):
     h = dense.DenseGeneral(self.intermediate_size, ("embed", "mlp"), use_bias=self.use_bias,
                            init_std=self.init_std, dtype=self.dtype, name="intermediate")(x)
     h = activations.get_activation(self.activation)(h)
+    if self.gated:
+      h = h * dense.DenseGeneral(self.intermediate_size, ("embed", "mlp"), use_bias=self.use_bias,
+                                 init_std=self.init_std, dtype=self.dtype,
+                                 name="intermediate_linear")(x)
     h = nn.with_logical_constraint(h, ("batch", "length", "mlp"))
+    if self.intermediate_dropout:
+      h = nn.Dropout(self.dropout_rate)(h, deterministic=deterministic)
     h = dense.DenseGeneral(width, ("mlp", "embed"), use_bias=self.use_bias,
                            init_std=self.init_std, dtype=self.dtype, name="output")(h)
     return nn.Dropout(self.dropout_rate)(h, deterministic=deterministic)

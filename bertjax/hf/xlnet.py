@@ -1,0 +1,148 @@
+"""XLNet <-> transformers' XLNetModel / XLNetLMHeadModel / XLNetForSequenceClassification /
+XLNetForQuestionAnsweringSimple.
+
+transformers keeps XLNet's memory time-major, a list of [M, B, H] per layer; our modules
+take and return one [layers, B, M, H] array. `prepare_inputs` / `outputs` convert, so
+`HFModel(mems=hf_outputs.mems)` and our `mems` output line up with the reference's.
+"""
+from typing import Any, Mapping
+
+import jax.numpy as jnp
+import numpy as np
+
+from bertjax.hf.family import Family, config_fields
+from bertjax.hf.mapping import Rule
+from bertjax.models import xlnet
+
+_RENAMED = {
+    "d_model": "hidden_size",
+    "n_layer": "num_layers",
+    "n_head": "num_heads",
+    "d_inner": "intermediate_size",
+    "ff_activation": "hidden_act",
+}
+
+_MODULES = {
+    "XLNetModel": xlnet.XLNetModel,
+    "XLNetLMHeadModel": xlnet.XLNetLMHeadModel,
+    "XLNetForSequenceClassification": xlnet.XLNetForSequenceClassification,
+    "XLNetForQuestionAnsweringSimple": xlnet.XLNetForQuestionAnsweringSimple,
+}
+
+
+def transformer_rules(hf: str, ours: str) -> list[Rule]:
+  """The XLNet body; `hf` / `ours` are the prefixes of the base model's tensors."""
+  layer = f"{hf}layer.{{layer}}."
+  stack = f"{ours}layers/"
+  attn = [Rule(f"{layer}rel_attn.{name}", f"{stack}attention/{name}")
+          for name in ("q", "k", "v", "o", "r", "r_w_bias", "r_r_bias", "r_s_bias", "seg_embed")]
+  return [
+      Rule(f"{hf}word_embedding.weight", f"{ours}word_embeddings/embedding"),
+      Rule(f"{hf}mask_emb", f"{ours}mask_emb"),
+      *attn,
+      Rule(f"{layer}rel_attn.layer_norm.weight", f"{stack}attention/layer_norm/scale"),
+      Rule(f"{layer}rel_attn.layer_norm.bias", f"{stack}attention/layer_norm/bias"),
+      Rule(f"{layer}ff.layer_1.weight", f"{stack}mlp/intermediate/kernel", "linear"),
+      Rule(f"{layer}ff.layer_1.bias", f"{stack}mlp/intermediate/bias"),
+      Rule(f"{layer}ff.layer_2.weight", f"{stack}mlp/output/kernel", "linear"),
+      Rule(f"{layer}ff.layer_2.bias", f"{stack}mlp/output/bias"),
+      Rule(f"{layer}ff.layer_norm.weight", f"{stack}mlp_norm/scale"),
+      Rule(f"{layer}ff.layer_norm.bias", f"{stack}mlp_norm/bias"),
+  ]
+
+
+def _linear(hf: str, ours: str) -> list[Rule]:
+  return [Rule(f"{hf}.weight", f"{ours}/kernel", "linear"), Rule(f"{hf}.bias", f"{ours}/bias")]
+
+
+class XLNetFamily(Family):
+  name = "xlnet"
+  model_types = ("xlnet",)
+  architectures = {
+      "XLNetModel": ("last_hidden_state", "mems"),
+      "XLNetLMHeadModel": ("logits", "mems"),
+      "XLNetForSequenceClassification": ("logits", "mems"),
+      "XLNetForQuestionAnsweringSimple": ("start_logits", "end_logits", "mems"),
+  }
+  ignored_keys = (r"lm_loss\.weight",)  # tied to the word embeddings
+
+  def config_from_hf(self, hf_config: Mapping[str, Any]) -> xlnet.XLNetConfig:
+    if hf_config.get("summary_use_proj", True) is not True or \
+        hf_config.get("summary_activation", "tanh") != "tanh":
+      raise ValueError("XLNet's sequence summary is supported with summary_use_proj=True and "
+                       "summary_activation='tanh' (the published setting) only; got "
+                       f"{hf_config.get('summary_use_proj')!r} / "
+                       f"{hf_config.get('summary_activation')!r}.")
+    if hf_config.get("summary_proj_to_labels") and "summary_proj_to_labels" in hf_config:
+      raise ValueError("summary_proj_to_labels=True is not supported for XLNet.")
+    if not hf_config.get("tie_word_embeddings", True):
+      raise ValueError("tie_word_embeddings=False is not supported for XLNet: the LM head is the "
+                       "word-embedding matrix.")
+    values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
+    if "id2label" in hf_config:
+      values["num_labels"] = len(hf_config["id2label"])
+    elif "num_labels" in hf_config:
+      values["num_labels"] = hf_config["num_labels"]
+    head_dim = hf_config.get("d_head")
+    config = xlnet.XLNetConfig(**config_fields(xlnet.XLNetConfig, values))
+    if head_dim is not None and head_dim != config.head_dim:
+      raise ValueError(f"d_head={head_dim} must equal d_model / n_head = {config.head_dim}.")
+    return config
+
+  def config_to_hf(self, config: xlnet.XLNetConfig, architecture: str) -> dict:
+    return {
+        "model_type": "xlnet", "architectures": [architecture],
+        "vocab_size": config.vocab_size, "d_model": config.hidden_size,
+        "n_layer": config.num_layers, "n_head": config.num_heads, "d_head": config.head_dim,
+        "d_inner": config.intermediate_size, "ff_activation": config.hidden_act,
+        "dropout": config.dropout, "layer_norm_eps": config.layer_norm_eps,
+        "initializer_range": config.initializer_range, "attn_type": config.attn_type,
+        "bi_data": config.bi_data, "clamp_len": config.clamp_len,
+        "same_length": config.same_length, "mem_len": config.mem_len,
+        "reuse_len": config.reuse_len, "pad_token_id": config.pad_token_id,
+        "summary_type": config.summary_type, "summary_use_proj": True,
+        "summary_activation": "tanh", "summary_last_dropout": config.summary_last_dropout,
+        "id2label": {str(i): f"LABEL_{i}" for i in range(config.num_labels)},
+        "label2id": {f"LABEL_{i}": i for i in range(config.num_labels)},
+        "tie_word_embeddings": True,
+    }
+
+  def make_module(self, architecture: str, config: xlnet.XLNetConfig):
+    return _MODULES[architecture](config)
+
+  def init_inputs(self, config: xlnet.XLNetConfig) -> dict:
+    return {"input_ids": jnp.zeros((2, 8), jnp.int32)}  # even: bi_data halves the batch
+
+  def rules(self, architecture: str, config: xlnet.XLNetConfig) -> list[Rule]:
+    if architecture == "XLNetModel":
+      return transformer_rules("", "")
+    rules = transformer_rules("transformer.", "transformer/")
+    if architecture == "XLNetLMHeadModel":
+      rules.append(Rule("lm_loss.bias", "lm_bias"))
+    elif architecture == "XLNetForSequenceClassification":
+      rules += _linear("sequence_summary.summary", "sequence_summary/summary")
+      rules += _linear("logits_proj", "logits_proj")
+    elif architecture == "XLNetForQuestionAnsweringSimple":
+      rules += _linear("qa_outputs", "qa_outputs")
+    return rules
+
+  def prepare_inputs(self, inputs: Mapping[str, Any]) -> dict:
+    """HF call arguments -> ours: `mems` list of [M, B, H] -> [layers, B, M, H];
+    `input_mask` (1 = padding, the original code's convention) -> attention_mask."""
+    inputs = dict(inputs)
+    mems = inputs.pop("mems", None)
+    if mems is not None:
+      inputs["mems"] = np.swapaxes(np.stack([np.asarray(m) for m in mems]), 1, 2)
+    input_mask = inputs.pop("input_mask", None)
+    if input_mask is not None:
+      if inputs.get("attention_mask") is not None:
+        raise ValueError("Give XLNet either attention_mask or input_mask, not both.")
+      inputs["attention_mask"] = 1 - np.asarray(input_mask)
+    inputs.pop("use_mems", None)
+    return inputs
+
+  def outputs(self, architecture: str, outputs: Mapping[str, Any]) -> dict:
+    result = super().outputs(architecture, outputs)
+    if "mems" in result:  # back to transformers' time-major layout
+      result["mems"] = jnp.swapaxes(result["mems"], 1, 2)
+    return result
