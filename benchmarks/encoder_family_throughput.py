@@ -1,0 +1,147 @@
+r"""Train-step throughput (tokens/s) of each encoder family at one small size, on one device.
+
+  python benchmarks/encoder_family_throughput.py                  # every model
+  python benchmarks/encoder_family_throughput.py roberta albert   # some of them
+  python benchmarks/encoder_family_throughput.py --batch 16 --length 128 --steps 10
+
+Each entry of `BUILDERS` returns the module, its pretraining objective and the extra
+batch features that objective reads; the step is the trainer's own
+(bertjax.train_step.make_train_step: forward, loss, backward, AdamW update), jitted
+for one device. Compilation and the first step are not timed. All models share the
+"mini" width (4 layers, hidden 256, 4 heads, MLP 1024) and a 30,522-id vocabulary, so
+the numbers compare architectures, not sizes. Add a family with one `BUILDERS` line.
+"""
+import argparse
+import dataclasses
+import os
+import time
+from typing import Callable
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import flax.linen as nn  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from bertjax import optimizers, train_state, train_step  # noqa: E402
+from bertjax.models import albert, bert, distilbert, distillation, roberta, spanbert  # noqa: E402
+from bertjax.objectives import distill, mlm, nsp, sbo  # noqa: E402
+
+VOCAB = 30522
+SMALL = dict(vocab_size=VOCAB, hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024,
+             hidden_dropout=0.1, attention_dropout=0.1)
+
+
+@dataclasses.dataclass
+class Bench:
+  model: object
+  objective: object
+  features: tuple[str, ...] = ()  # extra batch features beyond MLM's
+  frozen: tuple[str, ...] = ()    # param path regexes the optimizer leaves alone
+
+
+def _roberta() -> Bench:
+  cfg = roberta.RobertaConfig(**SMALL, max_position_embeddings=514)
+  return Bench(roberta.RobertaForMaskedLM(cfg), mlm.MaskedLM(logits_key="logits"))
+
+
+def _albert() -> Bench:
+  cfg = albert.AlbertConfig(**SMALL, embedding_size=128)
+  return Bench(albert.AlbertForPreTraining(cfg),
+               nsp.PretrainingObjective((mlm.MaskedLM(), nsp.SentencePair(
+                   name="sop", logits_key="sop_logits"))), ("next_sentence_label",))
+
+
+def _spanbert() -> Bench:
+  cfg = spanbert.SpanBertConfig(**SMALL)
+  return Bench(spanbert.SpanBertForPreTraining(cfg), sbo.spanbert_pretraining(),
+               ("sbo_left", "sbo_right", "sbo_pos"))
+
+
+def _distilbert() -> Bench:
+  teacher = bert.BertConfig(**{**SMALL, "num_layers": 8})
+  student = distilbert.student_config(teacher)
+  model = distillation.StudentTeacher(distilbert.DistilBertForMaskedLM(student),
+                                      bert.BertForMaskedLM(teacher),
+                                      teacher_outputs=("logits", "last_hidden_state"))
+  return Bench(model, distill.DistilBertLoss(), frozen=("^teacher/",))
+
+
+def _bert() -> Bench:
+  return Bench(bert.BertForPreTraining(bert.BertConfig(**SMALL)),
+               nsp.bert_pretraining("nsp"), ("next_sentence_label",))
+
+
+# name -> builder. Other families add their line here.
+BUILDERS: dict[str, Callable[[], Bench]] = {
+    "bert": _bert,
+    "roberta": _roberta,
+    "albert": _albert,
+    "distilbert (student 4L + frozen 8L teacher)": _distilbert,
+    "spanbert": _spanbert,
+}
+
+
+def synthetic_batch(batch: int, length: int, features: tuple[str, ...], seed: int = 0) -> dict:
+  """Full-length rows, 15% of positions selected for MLM in spans of 3 (for SBO)."""
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(5, VOCAB, (batch, length)).astype(np.int32)
+  starts = np.arange(1, length - 4, 20)
+  selected = np.zeros((batch, length), bool)
+  left = np.zeros((batch, length), np.int32)
+  for s in starts:
+    selected[:, s:s + 3] = True
+    left[:, s:s + 3] = s - 1
+  out = {"input_ids": np.where(selected, 4, ids), "attention_mask": np.ones_like(ids),
+         "token_type_ids": np.zeros_like(ids), "mlm_targets": np.where(selected, ids, 0),
+         "mlm_weights": selected.astype(np.float32)}
+  extra = {"next_sentence_label": rng.integers(0, 2, batch).astype(np.int32),
+           "sbo_left": left, "sbo_right": np.where(selected, left + 4, 0).astype(np.int32),
+           "sbo_pos": np.where(selected, np.arange(length)[None] - left, 0).astype(np.int32)}
+  out.update({k: extra[k] for k in features})
+  return {k: jnp.asarray(v) for k, v in out.items()}
+
+
+def measure(bench: Bench, batch_size: int, length: int, steps: int) -> dict:
+  batch = synthetic_batch(batch_size, length, bench.features)
+  tx, schedule = optimizers.make_optimizer(total_steps=1000, schedule=optimizers.constant,
+                                           frozen=bench.frozen)
+  init = train_state.init_params_fn(bench.model, batch, bench.objective.model_inputs)
+  params = jax.jit(lambda k: nn.unbox(init(k)))(jax.random.key(0))
+  state = train_state.TrainState(step=jnp.zeros((), jnp.int32), params=params,
+                                 opt_state=tx.init(params),
+                                 rng=jax.random.key_data(jax.random.key(1)))
+  step = jax.jit(train_step.make_train_step(bench.model, bench.objective, tx, schedule),
+                 donate_argnums=(0,))
+  state, metrics = step(state, batch)  # compile + first step
+  jax.block_until_ready(metrics)
+  start = time.perf_counter()
+  for _ in range(steps):
+    state, metrics = step(state, batch)
+  jax.block_until_ready(metrics)
+  seconds = (time.perf_counter() - start) / steps
+  return {"tokens_per_sec": batch_size * length / seconds, "step_ms": 1e3 * seconds,
+          "params": sum(x.size for x in jax.tree.leaves(state.params))}
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("models", nargs="*", help=f"subset of {sorted(BUILDERS)} (prefixes ok)")
+  parser.add_argument("--batch", type=int, default=8)
+  parser.add_argument("--length", type=int, default=128)
+  parser.add_argument("--steps", type=int, default=5)
+  args = parser.parse_args()
+  names = [n for n in BUILDERS if not args.models or any(n.startswith(m) for m in args.models)]
+  if not names:
+    parser.error(f"no model matches {args.models}; known: {sorted(BUILDERS)}")
+  print(f"device: {jax.devices()[0].device_kind}, batch {args.batch} x {args.length} tokens, "
+        f"mini width (L4 H256 A4 F1024), vocab {VOCAB}")
+  for name in names:
+    r = measure(BUILDERS[name](), args.batch, args.length, args.steps)
+    print(f"{name:45s} {r['tokens_per_sec']:9.0f} tokens/s  {r['step_ms']:8.1f} ms/step  "
+          f"{r['params'] / 1e6:6.1f}M params", flush=True)
+
+
+if __name__ == "__main__":
+  main()
