@@ -143,6 +143,15 @@ class RunCheckpoints:
   def all_steps(self) -> list[int]:
     return list(self._manager.all_steps())
 
+  def batches_consumed(self) -> int:
+    """The input position of the latest complete step (0 when starting fresh)."""
+    step = self.latest_step()
+    if step is None:
+      return 0
+    extra = self._manager.restore(step, args=ocp.args.Composite(**{
+        EXTRA_ITEM: ocp.args.JsonRestore()}))[EXTRA_ITEM] or {}
+    return int(extra.get("batches_consumed", step))
+
   def save(self, step: int, state: Any, extra: Mapping[str, Any],
            metrics: Mapping[str, float] | None = None) -> None:
     """Starts saving `state` (returns once device arrays are copied, then writes in the

@@ -8,9 +8,9 @@ module and size constructor works without touching gin registries:
   build_model.config_overrides = {'vocab_size': 8192, 'hidden_dropout': 0.0}
   build_model.dtype = 'bfloat16'      # compute dtype; parameters stay float32
 
-gin does not check value types; `typechecked` does, from the annotations, so a
-string where an int belongs fails when the binding is read - before any compute -
-with the binding's name in the message.
+gin does not check value types, nor `gin.REQUIRED` used as a default; `typechecked`
+does both, from the signature, so a string where an int belongs or a binding left
+out fails when the configurable is built - before any compute - naming the binding.
 """
 import collections.abc
 import dataclasses
@@ -64,8 +64,13 @@ def typechecked(fn: Callable) -> Callable:
   @functools.wraps(fn)
   def wrapper(*args, **kwargs):
     bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    missing = [a for a, v in bound.arguments.items() if v is gin.REQUIRED]
+    if missing:
+      raise ValueError(f"Missing required gin binding(s): "
+                       f"{', '.join(f'{name}.{a}' for a in missing)}.")
     for arg, value in bound.arguments.items():
-      if arg == "self" or value is gin.REQUIRED:
+      if arg == "self":
         continue
       if not _accepts(value, hints.get(arg, inspect.Parameter.empty)):
         raise ValueError(f"gin binding {name}.{arg} = {value!r}: expected "

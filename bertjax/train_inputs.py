@@ -22,18 +22,42 @@ DataFn = Callable[..., Any]
 
 @gin.configurable
 def task_dataset(task_name: str, split: str, batch_size: int, sequence_length: int, seed: int,
-                 shard_id: int, num_shards: int, pack: bool = False,
-                 shuffle: bool | None = None, repeat: bool | None = None):
-  """Batches of a registered task (bertjax.data.tasks), as a tf.data.Dataset."""
+                 shard_id: int, num_shards: int, pack: bool | None = None,
+                 vocabulary: Any = None, source: Any = None):
+  """Batches of a registered task (`bertjax.data.tasks`), as a tf.data.Dataset.
+
+  `vocabulary` / `source` override the task's defaults (gin: `@corpus_wordpiece()`).
+  The train split is shuffled and repeats forever; other splits are read once, in
+  order, with a short last batch (the trainer pads it), so evaluation is exact.
+  """
   from bertjax.data import tasks  # Local: imports TensorFlow and the task registry.
-  kwargs = {}
-  if shuffle is not None:
-    kwargs["shuffle"] = shuffle
-  if repeat is not None:
-    kwargs["repeat"] = repeat
+  train = split == "train"
   return tasks.get_dataset(task_name, split=split, sequence_length=sequence_length,
                            batch_size=batch_size, seed=seed, shard_id=shard_id,
-                           num_shards=num_shards, pack=pack, **kwargs)
+                           num_shards=num_shards, pack=pack, shuffle=train,
+                           num_epochs=None if train else 1, drop_remainder=train,
+                           vocabulary=vocabulary, source=source)
+
+
+@gin.configurable
+def corpus_wordpiece(vocab_size: int = 8192, directory: str | None = None):
+  """A WordPiece vocabulary trained on the embedded corpus's train split, built once.
+
+  Stored under `directory` (default: the corpus cache) and reused by later runs, so
+  the quickstart needs no download and no hand-made vocab file.
+  """
+  import os
+  from bertjax.data import corpus, vocab_training, vocabularies
+  directory = directory or os.path.join(str(corpus.cache_dir()), f"wordpiece-{vocab_size}")
+  if not os.path.exists(os.path.join(directory, "tokenizer_config.json")):
+    tmp = f"{directory}.tmp{os.getpid()}"
+    vocab_training.train_wordpiece(corpus.sentences("train"), vocab_size, tmp)
+    os.makedirs(os.path.dirname(directory), exist_ok=True)
+    try:
+      os.replace(tmp, directory)  # atomic: concurrent builders never see half a vocab
+    except OSError:  # another process finished first
+      pass
+  return vocabularies.vocab_from_hf(directory)
 
 
 def host_batch_size(global_batch_size: int) -> int:

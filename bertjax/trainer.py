@@ -9,6 +9,7 @@ saves. A non-finite loss never reaches a checkpoint: metrics are checked before
 every save, and `on_nonfinite='stop'` ends the run with the last good checkpoint
 intact, while 'skip' drops those updates and carries on.
 """
+import itertools
 import json
 import os
 import time
@@ -48,6 +49,7 @@ class Trainer:
     keep_checkpoints (last N), best_metric / best_mode (also keep the best eval step).
     init_checkpoint: weights to start a *new* run from (ignored when resuming).
     on_nonfinite: 'stop' or 'skip'.
+    mesh: a ready jax Mesh (from code, e.g. a multi-host launcher); default `make_mesh()`.
   """
 
   @typechecked
@@ -62,7 +64,7 @@ class Trainer:
                keep_checkpoints: int = 3, best_metric: str | None = None,
                best_mode: str = "max", async_checkpoints: bool = True,
                init_checkpoint: str | None = None, on_nonfinite: str = "stop",
-               show_progress: bool = True):
+               show_progress: bool = True, mesh: Any = None):
     if on_nonfinite not in ("stop", "skip"):
       raise ValueError(f"gin binding Trainer.on_nonfinite = {on_nonfinite!r}: use 'stop' or 'skip'.")
     for name, value in (("num_train_steps", num_train_steps), ("batch_size", batch_size),
@@ -85,7 +87,7 @@ class Trainer:
 
     # Everything below is gin-configured too; building it here makes a bad binding
     # fail before any data is read or any step compiled.
-    self.mesh = partitioning.make_mesh()
+    self.mesh = mesh if mesh is not None else partitioning.make_mesh()
     self.rules = partitioning.axis_rules()
     self.tx, self.schedule = optimizers.make_optimizer(total_steps=num_train_steps)
     data_size = self.mesh.shape.get("data", 1)
@@ -110,6 +112,11 @@ class Trainer:
   # ------------------------------------------------------------------------- state
   def _setup_state(self, example: dict) -> None:
     """Abstract state + shardings from one example batch (shapes only)."""
+    vocab_size = getattr(getattr(self.model, "config", None), "vocab_size", None)
+    if vocab_size and "input_ids" in example and int(np.max(example["input_ids"])) >= vocab_size:
+      raise ValueError(f"The data has token id {int(np.max(example['input_ids']))} but the model's "
+                       f"vocab_size is {vocab_size}; bind build_model.config_overrides = "
+                       f"{{'vocab_size': ...}} to the vocabulary's size.")
     example = {k: jnp.zeros((1,) + np.shape(v)[1:], np.asarray(v).dtype)
                for k, v in example.items()}
     self.init_fn = train_state.init_params_fn(self.model, example, self.objective.model_inputs)
@@ -147,11 +154,22 @@ class Trainer:
     if "train" not in self._compiled:
       step = train_step.make_train_step(self.model, self.objective, self.tx, self.schedule,
                                         self.num_microbatches)
+      # Carried state (XLNet memory) is batch-major: laid out like the batch.
+      carry = (self.batch_sharding,) if train_step.carries_state(self.objective) else ()
       self._compiled["train"] = partitioning.jit_sharded(
-          step, self.mesh, self.rules, in_shardings=(self.state_shardings, self.batch_sharding),
-          out_shardings=(self.state_shardings, partitioning.replicated(self.mesh)),
-          donate_argnums=(0,))
+          step, self.mesh, self.rules,
+          in_shardings=(self.state_shardings, self.batch_sharding) + carry,
+          out_shardings=(self.state_shardings, partitioning.replicated(self.mesh)) + carry,
+          donate_argnums=(0, 2) if carry else (0,))
     return self._compiled["train"]
+
+  def _initial_carry(self):
+    """The objective's zero carried state on the mesh; None when it carries nothing.
+    A resumed run restarts from zero memory (the carry is not checkpointed)."""
+    if not train_step.carries_state(self.objective):
+      return None
+    make = lambda: self.objective.initial_carry(self.model, self.batch_size)
+    return jax.jit(make, out_shardings=self.batch_sharding)()
 
   def _eval_step(self):
     if "eval" not in self._compiled:
@@ -201,17 +219,22 @@ class Trainer:
   def train(self, evaluate: bool = True) -> dict:
     """Trains to num_train_steps (resuming if model_dir has a checkpoint)."""
     dataset = self._dataset(self.train_task, "train", self.batch_size)
-    first = next(train_inputs.iterate(dataset))
-    self._setup_state(first)
-    state, consumed = self._restore_or_init()
-    start = int(state.step)
+    consumed = self.checkpoints.batches_consumed()
     batches = train_inputs.iterate(dataset, skip=consumed)
+    first = next(batches)  # Shapes for the abstract state; then trained on, not dropped.
+    batches = itertools.chain([first], batches)
+    self._setup_state(first)
+    state, restored = self._restore_or_init()
+    if restored != consumed:
+      raise RuntimeError(f"Checkpoint changed while starting: {restored} != {consumed}.")
+    start = int(state.step)
     writer = metrics_writer.MetricsWriter(self.model_dir, self.num_train_steps, start,
                                           self.show_progress)
     self._log(f"Training {type(self.model).__name__} on {self.train_task!r}: steps {start} -> "
               f"{self.num_train_steps}, batch {self.batch_size} x {self.sequence_length} tokens, "
               f"mesh {dict(self.mesh.shape)}, {self.flops_per_token / 1e6:.1f} MFLOPs/token.")
     step_fn = self._train_step()
+    carry = self._initial_carry()
     pending, last_time, last_step, eval_results = [], None, start, None
     try:
       for step in range(start, self.num_train_steps):
@@ -220,7 +243,11 @@ class Trainer:
         except StopIteration:
           raise ValueError(f"Training data of {self.train_task!r} ran out after {step} steps; "
                            f"make the train split repeat.") from None
-        state, m = step_fn(state, train_inputs.to_global(batch, self.batch_sharding))
+        batch = train_inputs.to_global(batch, self.batch_sharding)
+        if carry is None:
+          state, m = step_fn(state, batch)
+        else:
+          state, m, carry = step_fn(state, batch, carry)
         consumed += 1
         pending.append(m)
         done = step + 1

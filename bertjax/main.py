@@ -1,0 +1,112 @@
+r"""Train and / or evaluate a model, configured entirely by gin.
+
+  python -m bertjax.main --gin_file=gin/quickstart.gin --model_dir=/tmp/quickstart
+  python -m bertjax.main --gin_file=models/bert_base.gin --gin_file=objectives/mlm_nsp.gin \
+      --gin_file=runs/pretrain.gin --gin_bindings="Trainer.batch_size = 512" \
+      --model_dir=gs://bucket/run --mode=train
+
+gin files are looked up as given, then under the repository's gin/ folder. The
+effective config is written to model_dir/config.gin before training starts, and the
+operative one (what was actually used) to model_dir/operative_config.gin at the end.
+Re-running the same command resumes from the latest checkpoint in model_dir.
+"""
+import contextlib
+import logging as std_logging
+import os
+import sys
+
+from absl import app, flags, logging
+import gin
+
+# Imported for their gin registrations (configurables referenced by the gin files).
+from bertjax import configurables, optimizers, partitioning, paths, train_inputs  # noqa: F401
+from bertjax import trainer
+from bertjax.objectives import mlm, nsp  # noqa: F401
+
+_GIN_FILE = flags.DEFINE_multi_string("gin_file", [], "gin config file(s), applied in order.")
+_GIN_BINDINGS = flags.DEFINE_multi_string("gin_bindings", [],
+                                          "Individual gin bindings, applied after the files.")
+_MODEL_DIR = flags.DEFINE_string("model_dir", None, "Output directory of the run.", required=True)
+_MODE = flags.DEFINE_enum("mode", "train_and_evaluate",
+                          ["train", "evaluate", "train_and_evaluate"], "What to run.")
+
+CONFIG_FILE = "config.gin"
+OPERATIVE_CONFIG_FILE = "operative_config.gin"
+
+
+def parse_gin(gin_files: list[str], gin_bindings: list[str]) -> None:
+  """Parses configs (searching gin/ as well), with errors that name the file."""
+  gin.add_config_file_search_path(os.getcwd())
+  gin.add_config_file_search_path(str(paths.gin_dir()))
+  if not gin_files and not gin_bindings:
+    raise app.UsageError("Give at least one --gin_file (e.g. --gin_file=gin/quickstart.gin).")
+  with _quiet_search_misses():
+    gin.parse_config_files_and_bindings(gin_files, gin_bindings, finalize_config=True)
+
+
+@contextlib.contextmanager
+def _quiet_search_misses():
+  """gin logs an error for every search path an include is *not* found under; a file
+  found nowhere still raises, so those messages are only noise."""
+  root = std_logging.getLogger()
+  level = root.level
+  root.setLevel(std_logging.CRITICAL)
+  try:
+    yield
+  finally:
+    root.setLevel(level)
+
+
+def _write(model_dir: str, name: str, text: str) -> None:
+  import jax  # Local: keep `--help` fast.
+  if jax.process_index() == 0:
+    with open(os.path.join(model_dir, name), "w") as f:
+      f.write(text)
+
+
+def run(model_dir: str, mode: str) -> dict:
+  """Builds the configured Trainer (failing on bad bindings before any compute) and runs it."""
+  model_dir = os.path.abspath(model_dir)
+  os.makedirs(model_dir, exist_ok=True)
+  job = trainer.Trainer(model_dir=model_dir)
+  _write(model_dir, CONFIG_FILE, gin.config_str())
+  results = job.run(mode)
+  _write(model_dir, OPERATIVE_CONFIG_FILE, gin.operative_config_str())
+  return results
+
+
+def _report(model_dir: str, results: dict) -> None:
+  model_dir = os.path.abspath(model_dir)
+  lines = ["", f"Done. Results in {model_dir}:"]
+  evals = results.get("eval") if "eval" in results else results
+  if evals:
+    lines.append("  eval: " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(evals.items())
+                                        if isinstance(v, float)))
+  for key, label in (("checkpoints", "checkpoints"), ("loss_curve", "loss curve"),
+                     ("tensorboard", "TensorBoard")):
+    if results.get(key):
+      lines.append(f"  {label}: {results[key]}")
+  lines.append(f"  metrics log: {os.path.join(model_dir, 'metrics.jsonl')}; config: "
+               f"{os.path.join(model_dir, CONFIG_FILE)}")
+  if results.get("tensorboard"):
+    lines.append(f"  view: tensorboard --logdir {results['tensorboard']}")
+  print("\n".join(lines), flush=True)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  logging.set_verbosity(logging.WARNING)
+  try:
+    parse_gin(_GIN_FILE.value, _GIN_BINDINGS.value)
+  except (ValueError, IOError, SyntaxError) as e:
+    sys.exit(f"Bad gin config: {e}")
+  try:
+    results = run(_MODEL_DIR.value, _MODE.value)
+  except trainer.NonFiniteLossError as e:
+    sys.exit(f"Training stopped: {e}")
+  _report(_MODEL_DIR.value, results)
+
+
+if __name__ == "__main__":
+  app.run(main)
