@@ -1,0 +1,1 @@
+"""Evaluators that score frozen encoders (no fine-tuning): STS similarity."""
