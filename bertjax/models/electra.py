@@ -280,3 +280,12 @@ def discriminator_from_generator(params: dict) -> dict:
     raise ValueError("discriminator_from_generator needs a generator as large as the "
                      "discriminator: train stage one with generator_fraction = 1.0.")
   return {**params, "discriminator": jax.tree.map(lambda x: x, gen)}
+
+
+def prepare_second_stage(stage_one_dir: str, out_dir: str) -> None:
+  """Two-stage ELECTRA: writes a params checkpoint (for stage two's `init_checkpoint`)
+  holding stage one's weights with the discriminator started from the generator."""
+  from bertjax import checkpoints  # Local: Orbax is only needed for this step.
+  params, metadata = checkpoints.load_params(stage_one_dir)
+  checkpoints.save_params(out_dir, discriminator_from_generator(params),
+                          {**metadata, "electra_stage_one": stage_one_dir})

@@ -1,0 +1,82 @@
+"""ELECTRA's objective: generator MLM + lambda * replaced-token detection (Clark et al., 2020).
+
+    L = generator_weight * L_MLM + discriminator_weight * L_Disc,   lambda = 50
+
+L_MLM is the generator's cross-entropy on the masked positions (`mlm_targets` /
+`mlm_weights`, as for BERT); L_Disc the discriminator's sigmoid cross-entropy on
+every real token (`attention_mask`; packing padding, segment 0, excluded too). The
+model (`ElectraGeneratorDiscriminator`) samples the replacements itself from the
+'sample' RNG stream, with no gradient through the sampling, so only L_MLM trains the
+generator's own weights (the shared embeddings get both).
+
+Two-stage ELECTRA is the same objective with other weights: stage one
+`discriminator_weight=0` (generator only), stage two `generator_weight=0` with the
+generator frozen in the optimizer (see gin/objectives/electra_two_stage_*.gin).
+"""
+import dataclasses
+
+import gin
+import jax.numpy as jnp
+import optax
+
+from bertjax.objectives import base
+from bertjax.objectives.mlm import encoder_inputs
+
+
+def token_weights(batch) -> jnp.ndarray:
+  """1.0 on real tokens: attention_mask, and segment_ids > 0 when packed."""
+  ids = batch["input_ids"]
+  weights = jnp.ones(ids.shape, jnp.float32)
+  if "attention_mask" in batch:
+    weights = weights * (batch["attention_mask"] > 0)
+  if "segment_ids" in batch:
+    weights = weights * (batch["segment_ids"] > 0)
+  return weights
+
+
+def detection_loss(logits, labels, weights):
+  """(loss_sum, correct_sum, weight_sum, replaced-and-detected sum, replaced sum) of the
+  per-token sigmoid cross-entropy, in float32."""
+  logits = logits.astype(jnp.float32)
+  labels = labels.astype(jnp.float32)
+  nll = optax.sigmoid_binary_cross_entropy(logits, labels)
+  predicted = (logits > 0).astype(jnp.float32)
+  correct = (predicted == labels).astype(jnp.float32)
+  replaced = labels * weights
+  return ((nll * weights).sum(), (correct * weights).sum(), weights.sum(),
+          (predicted * replaced).sum(), replaced.sum())
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class ReplacedTokenDetection:
+  """ELECTRA's joint loss over `ElectraGeneratorDiscriminator` outputs.
+
+  Metrics: mlm_loss / mlm_accuracy (generator), rtd_loss / rtd_accuracy (all real
+  tokens), rtd_recall (replaced tokens caught) and rtd_replaced (fraction replaced).
+  """
+  generator_weight: float = 1.0
+  discriminator_weight: float = 50.0
+  rng_names: tuple[str, ...] = ("sample",)
+
+  def model_inputs(self, batch):
+    inputs = encoder_inputs(batch)
+    inputs.update(mlm_targets=batch["mlm_targets"], mlm_weights=batch["mlm_weights"])
+    return inputs
+
+  def __call__(self, outputs, batch):
+    for key in ("generator_logits", "discriminator_logits", "replaced"):
+      if key not in outputs:
+        raise ValueError(f"ReplacedTokenDetection needs the model output {key!r}; use "
+                         "bertjax.models.electra.ElectraGeneratorDiscriminator.")
+    mlm_sum, mlm_correct, mlm_count = base.weighted_cross_entropy(
+        outputs["generator_logits"], batch["mlm_targets"], batch["mlm_weights"])
+    weights = token_weights(batch)
+    rtd_sum, rtd_correct, count, caught, replaced = detection_loss(
+        outputs["discriminator_logits"], outputs["replaced"], weights)
+    loss = (self.generator_weight * base.safe_mean(mlm_sum, mlm_count)
+            + self.discriminator_weight * base.safe_mean(rtd_sum, count))
+    metrics = {"mlm_loss": (mlm_sum, mlm_count), "mlm_accuracy": (mlm_correct, mlm_count),
+               "rtd_loss": (rtd_sum, count), "rtd_accuracy": (rtd_correct, count),
+               "rtd_recall": (caught, replaced), "rtd_replaced": (replaced, count)}
+    return loss, metrics

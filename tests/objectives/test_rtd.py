@@ -1,0 +1,156 @@
+"""ELECTRA's objective: the loss math (lambda, masks, no gradient through sampling) and
+tiny runs under the gin configs (joint, and two-stage with a frozen generator)."""
+import functools
+
+import gin
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bertjax import checkpoints, main, trainer
+from bertjax.models import bert, electra
+from bertjax.objectives import rtd
+from tests import trainer_testlib as tl
+
+CFG = electra.ElectraConfig(vocab_size=tl.VOCAB, embedding_size=16, hidden_size=32, num_layers=2,
+                            num_heads=2, intermediate_size=48, max_position_embeddings=32,
+                            generator_fraction=0.5, hidden_dropout=0.0, attention_dropout=0.0)
+
+
+@functools.lru_cache(maxsize=None)
+def _model_and_params():
+  model = electra.ElectraGeneratorDiscriminator(CFG)
+  return model, jax.jit(lambda k: bert.init_params(model, k))(jax.random.PRNGKey(0))
+
+
+def _batch(seed=0):
+  batch = next(iter(tl.SyntheticMlmNsp("t", "train", 4, 16, seed)))
+  batch["attention_mask"][1, 10:] = 0  # one padded row
+  batch["input_ids"][1, 10:] = 0
+  batch["mlm_weights"][1, 10:] = 0
+  return {k: jnp.asarray(v) for k, v in batch.items()}
+
+
+def _loss_fn(objective):
+  model, _ = _model_and_params()
+
+  def loss(params, batch, key):
+    outputs = model.apply({"params": params}, **objective.model_inputs(batch),
+                          rngs={"sample": key})
+    return objective(outputs, batch)
+  return loss
+
+
+def test_loss_is_mlm_plus_lambda_times_detection():
+  _, params = _model_and_params()
+  batch = _batch()
+  loss, metrics = jax.jit(_loss_fn(rtd.ReplacedTokenDetection()))(params, batch,
+                                                                   jax.random.PRNGKey(1))
+  mean = lambda name: float(metrics[name][0] / metrics[name][1])
+  np.testing.assert_allclose(float(loss), mean("mlm_loss") + 50.0 * mean("rtd_loss"), rtol=1e-6)
+  # The detection loss counts every real token, and only those.
+  assert float(metrics["rtd_loss"][1]) == float(batch["attention_mask"].sum()) == 4 * 16 - 6
+  assert float(metrics["mlm_loss"][1]) == float(batch["mlm_weights"].sum())
+  assert 0.0 < mean("rtd_replaced") < 0.3
+
+
+def test_detection_loss_matches_numpy_and_ignores_padding():
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(2, 5)).astype(np.float32) * 3
+  labels = rng.integers(0, 2, (2, 5))
+  weights = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.float32)
+  loss_sum, correct, count, caught, replaced = rtd.detection_loss(logits, labels, weights)
+  p = 1 / (1 + np.exp(-logits))
+  nll = -(labels * np.log(p) + (1 - labels) * np.log(1 - p))
+  np.testing.assert_allclose(float(loss_sum), (nll * weights).sum(), rtol=1e-5)
+  assert float(correct) == (((logits > 0) == labels) * weights).sum() and float(count) == 8
+  assert float(caught) == ((logits > 0) * labels * weights).sum()
+  assert float(replaced) == (labels * weights).sum()
+  # Anything at a padding position is ignored.
+  changed = logits.copy()
+  changed[0, 3:] = 100.0
+  assert float(rtd.detection_loss(changed, labels, weights)[0]) == float(loss_sum)
+
+
+def _norm(tree):
+  return float(sum(jnp.abs(x).sum() for x in jax.tree.leaves(tree)))
+
+
+def test_no_gradient_reaches_the_generator_through_sampling():
+  _, params = _model_and_params()
+  batch, key = _batch(), jax.random.PRNGKey(2)
+  objective = rtd.ReplacedTokenDetection()
+
+  def terms(p):  # [L_MLM, L_Disc], each as a mean, for one sample of replacements
+    _, m = _loss_fn(objective)(p, batch, key)
+    return jnp.stack([m["mlm_loss"][0] / m["mlm_loss"][1], m["rtd_loss"][0] / m["rtd_loss"][1]])
+
+  per_term = jax.jit(jax.jacrev(terms))(params)  # every leaf gets a leading [2] axis
+  mlm, disc = (jax.tree.map(lambda g, i=i: g[i], per_term) for i in range(2))
+  # d(L_Disc)/d(generator) through the sampled tokens is exactly zero, so under
+  # L_MLM + 50 L_Disc only the MLM term reaches the generator's own weights...
+  assert _norm(disc["generator"]) == 0.0 and _norm(disc["generator_head"]) == 0.0
+  assert _norm(mlm["generator"]) > 0 and _norm(mlm["generator_head"]) > 0
+  # ...while the discriminator learns only from L_Disc, and the shared embeddings from both.
+  assert _norm(disc["discriminator"]) > 0 and _norm(mlm["discriminator"]) == 0.0
+  assert _norm(disc["embeddings"]) > 0 and _norm(mlm["embeddings"]) > 0
+
+
+def test_missing_outputs_are_named():
+  with pytest.raises(ValueError, match="ElectraGeneratorDiscriminator"):
+    rtd.ReplacedTokenDetection()({"logits": jnp.zeros((1, 2))}, _batch())
+
+
+# ----------------------------------------------------------------------------- gin runs
+TINY_OVERRIDES = ("{'vocab_size': %d, 'embedding_size': 16, 'hidden_size': 32, 'num_heads': 2, "
+                  "'intermediate_size': 64, 'num_layers': 2, 'max_position_embeddings': 32, "
+                  "'hidden_dropout': 0.0, 'attention_dropout': 0.0, 'generator_fraction': %s}")
+
+
+@pytest.fixture(autouse=True)
+def _clean_gin():
+  yield
+  gin.clear_config()
+
+
+def _train(model_dir, objective_gin, steps, fraction, *extra):
+  gin.clear_config()
+  main.parse_gin(["models/electra_small.gin", objective_gin, "runs/pretrain.gin"], [
+      f"build_model.config_overrides = {TINY_OVERRIDES % (tl.VOCAB, fraction)}",
+      "Trainer.data_fn = @SyntheticMlmNsp", f"Trainer.num_train_steps = {steps}",
+      "Trainer.batch_size = 8", "Trainer.sequence_length = 16", "Trainer.log_every = 1",
+      f"Trainer.checkpoint_every = {steps}", "Trainer.show_progress = False",
+      "warmup_linear_decay.peak_value = 2e-3", "warmup_linear_decay.warmup_steps = 5",
+      *extra])
+  trainer.Trainer(model_dir=str(model_dir)).run("train")
+  return tl.metrics(model_dir)
+
+
+def test_joint_electra_trains_under_its_gin_config(tmp_path):
+  records = _train(tmp_path / "run", "objectives/electra.gin", 30, 0.5)
+  keys = ("loss", "mlm_loss", "rtd_loss", "rtd_accuracy")
+  first = {k: np.mean([r[k] for r in records[:3]]) for k in keys}
+  last = {k: np.mean([r[k] for r in records[-3:]]) for k in keys}
+  assert last["loss"] < 0.8 * first["loss"], (first, last)
+  assert last["mlm_loss"] < first["mlm_loss"] and last["rtd_loss"] < first["rtd_loss"]
+  assert last["rtd_accuracy"] > first["rtd_accuracy"] + 0.1, (first, last)
+
+
+@pytest.mark.slow
+def test_two_stage_electra_freezes_the_generator(tmp_path):
+  _train(tmp_path / "one", "objectives/electra_two_stage_generator.gin", 10, 1.0)
+  stage_one, _ = checkpoints.load_params(str(tmp_path / "one"))
+  electra.prepare_second_stage(str(tmp_path / "one"), str(tmp_path / "init"))
+  init, _ = checkpoints.load_params(str(tmp_path / "init"))
+  same = lambda a, b: all(jax.tree.leaves(jax.tree.map(np.array_equal, a, b)))
+  assert same(init["discriminator"], stage_one["generator"])
+
+  records = _train(tmp_path / "two", "objectives/electra_two_stage_discriminator.gin", 20, 1.0,
+                   f"INIT_CHECKPOINT = '{tmp_path / 'init'}'")
+  stage_two, _ = checkpoints.load_params(str(tmp_path / "two"))
+  assert same(stage_two["generator"], init["generator"])
+  assert same(stage_two["generator_head"], init["generator_head"])
+  assert not same(stage_two["discriminator"], init["discriminator"])
+  assert records[-1]["rtd_loss"] < records[0]["rtd_loss"]
+  assert records[-1]["rtd_accuracy"] > records[0]["rtd_accuracy"]
