@@ -94,8 +94,15 @@ def register_objective(name: str, preprocessors, features, converter,
   return objective
 
 
+def _load_other_objectives() -> None:
+  """T5 / BART / XLNet register themselves from objective_tasks, which imports
+  this module; importing it lazily avoids the cycle."""
+  import bertjax.data.objective_tasks  # pylint: disable=g-import-not-at-top,unused-import
+
+
 def registered() -> list:
   """Names of all objectives `get_task` can build."""
+  _load_other_objectives()
   return sorted(_OBJECTIVES)
 
 
@@ -125,7 +132,7 @@ def default_source(source: Optional[seqio.DataSource] = None) -> seqio.DataSourc
   if source is not None:
     return source
   from bertjax.data import corpus  # pylint: disable=g-import-not-at-top
-  return corpus.source()
+  return corpus.corpus_source()
 
 
 # --------------------------------------------------------------- vocab helpers
@@ -245,6 +252,8 @@ register_objective("electra", electra_preprocessors, _MLM_FEATURES, _encoder_con
 
 # --------------------------------------------------------------- tasks & datasets
 def _objective(name: str) -> Objective:
+  if name not in _OBJECTIVES:
+    _load_other_objectives()
   if name not in _OBJECTIVES:
     raise ValueError(f"Unknown task {name!r}; registered tasks: {', '.join(registered())}.")
   return _OBJECTIVES[name]
