@@ -152,3 +152,29 @@ def test_emd_model_refuses_export_as_hf_masked_lm(tmp_path):
                      params)
   with pytest.raises(ValueError, match="no enhanced mask decoder"):
     bertjax.to_hf(exported, tmp_path / "emd")
+
+
+# ----------------------------------------------------------------------------- gin run
+def test_tiny_deberta_with_emd_trains_under_its_gin_config(tmp_path):
+  import gin
+  from bertjax import main, trainer
+  from tests import trainer_testlib as tl
+  overrides = ("{'vocab_size': %d, 'hidden_size': 32, 'num_heads': 2, 'intermediate_size': 64, "
+               "'num_layers': 2, 'max_position_embeddings': 32, 'position_buckets': 4, "
+               "'max_relative_positions': 16, 'enhanced_mask_decoder': True}" % tl.VOCAB)
+  gin.clear_config()
+  try:
+    main.parse_gin(["models/deberta_v3_xsmall.gin", "objectives/deberta_mlm_emd.gin",
+                    "runs/pretrain.gin"], [
+        f"build_model.config_overrides = {overrides}", "Trainer.data_fn = @SyntheticMlmNsp",
+        "Trainer.num_train_steps = 50", "Trainer.batch_size = 8", "Trainer.sequence_length = 16",
+        "Trainer.log_every = 1", "Trainer.checkpoint_every = 50", "Trainer.show_progress = False",
+        "warmup_linear_decay.peak_value = 3e-3", "warmup_linear_decay.warmup_steps = 5"])
+    trainer.Trainer(model_dir=str(tmp_path)).run("train")
+  finally:
+    gin.clear_config()
+  records = tl.metrics(tmp_path)
+  first = {k: np.mean([r[k] for r in records[:3]]) for k in ("loss", "mlm_accuracy")}
+  last = {k: np.mean([r[k] for r in records[-3:]]) for k in ("loss", "mlm_accuracy")}
+  assert last["loss"] < 0.85 * first["loss"], (first, last)
+  assert last["mlm_accuracy"] > first["mlm_accuracy"] + 0.1, (first, last)
