@@ -89,8 +89,24 @@ def test_finetuner_loads_encoder_trains_and_freezes():
   assert not np.allclose(after["head"]["out"]["kernel"], before["head"]["out"]["kernel"])
 
 
+def test_train_batches_bucket_by_length_and_cover_each_epoch():
+  data = _toy_task(n=40, length=64)
+  data["attention_mask"][:, :] = 0
+  for row, length in enumerate(np.random.default_rng(1).integers(2, 64, 40)):
+    data["attention_mask"][row, :length] = 1
+  data["row"] = np.arange(40)
+  batches = list(loop.train_batches(data, batch_size=8, num_steps=10, seed=0, bucket_batches=5))
+  assert len(batches) == 10
+  for epoch in (batches[:5], batches[5:]):
+    assert sorted(np.concatenate([b["row"] for b in epoch]).tolist()) == list(range(40))
+  for b in batches:  # trimmed to the batch's longest row, rounded up to 32
+    assert b["input_ids"].shape[1] == min(64, -(-int(b["attention_mask"].sum(1).max()) // 32) * 32)
+
+
 def test_predict_pads_the_last_batch_and_keeps_order():
-  data = _toy_task(n=11)
+  data = _toy_task(n=11, length=32)
+  for row in range(11):  # varied lengths: prediction runs in length order
+    data["attention_mask"][row, 3 + 2 * row:] = 0
   model = heads.SequenceClassifier(bert.BertModel(CFG), num_labels=2)
   params = nn.unbox(model.init(jax.random.key(0), **{k: data[k][:1] for k in _inputs()})["params"])
   obj = objectives.Classification()

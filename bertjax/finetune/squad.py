@@ -1,0 +1,242 @@
+"""SQuAD 1.1 / 2.0: reading, sliding-window features, and span post-processing.
+
+Following the BERT paper (Sec. 4.2-4.3): the question and a window of the context are
+packed as `[CLS] question [SEP] context [SEP]`; a start vector S and end vector E score
+every context token (`heads.SpanExtractor`). Contexts longer than the window are
+split with a document stride, and each context token is scored only in the window
+where it has the most context on both sides. A span (i, j) scores S.T_i + E.T_j,
+with j >= i and at most `max_answer_length` tokens, searched among each window's
+n-best starts and ends. For 2.0 the null score s_null = S.C + E.C (at [CLS]) is
+compared with the best span: answer "" when s_null - s_best > tau; tau is tuned on
+dev (`squad_metrics.best_threshold`).
+
+Character offsets from the tokenizer map answers to tokens and back, so predicted
+text is an exact substring of the context.
+"""
+import collections
+import dataclasses
+import json
+import os
+
+import numpy as np
+
+from bertjax import paths
+from bertjax.finetune import readers
+from bertjax.finetune.tokenization import WordPiece
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadExample:
+  qid: str
+  question: str
+  context: str
+  answer_texts: tuple[str, ...]            # all gold texts (scoring)
+  answer_spans: tuple[tuple[int, int], ...]  # aligned [start, end) char spans (training)
+  is_impossible: bool
+  article: int
+
+
+def default_path() -> str:
+  return os.path.join(paths.data_dir(), "squad", "dev-v1.1.json")
+
+
+def read_examples(path: str, skip_log: readers.SkipLog) -> list[SquadExample]:
+  """All questions of a SQuAD v1.1 / v2.0 JSON file, in file order.
+
+  An answer whose `answer_start` does not point at its text in the context is
+  reported (file, line, question id) and dropped from the training spans; its text
+  still counts as a gold answer for scoring, exactly as in the official evaluation.
+  """
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"No SQuAD file at {path!r}.")
+  with open(path, encoding="utf-8") as f:
+    raw = f.read()
+  try:
+    data = json.loads(raw)["data"]
+  except (json.JSONDecodeError, KeyError) as e:
+    raise ValueError(f"{path} is not a SQuAD JSON file (a top-level 'data' list): {e}") from e
+  examples = []
+  for article_index, article in enumerate(data):
+    for paragraph in article["paragraphs"]:
+      context = paragraph["context"]
+      for qa in paragraph["qas"]:
+        texts, spans = [], []
+        for answer in qa.get("answers", []):
+          text, start = answer["text"], answer["answer_start"]
+          texts.append(text)
+          if context[start:start + len(text)] == text:
+            spans.append((start, start + len(text)))
+          else:
+            skip_log.skip(path, _line_of(raw, qa["id"]),
+                          f"question {qa['id']}: answer {text!r} does not match the context "
+                          f"at answer_start={start} ({context[start:start + len(text)]!r})")
+        examples.append(SquadExample(qa["id"], qa["question"], context, tuple(texts),
+                                     tuple(spans), bool(qa.get("is_impossible", False)),
+                                     article_index))
+  return examples
+
+
+def _line_of(raw: str, qid: str) -> int:
+  """1-based line of a question id in the raw JSON (for error messages)."""
+  position = raw.find(f'"{qid}"')
+  return raw.count("\n", 0, max(position, 0)) + 1
+
+
+def split_by_article(examples: list[SquadExample],
+                     num_train_articles: int) -> tuple[list[SquadExample], list[SquadExample]]:
+  """(questions of the first N articles, questions of the rest): article-disjoint."""
+  train = [e for e in examples if e.article < num_train_articles]
+  held_out = [e for e in examples if e.article >= num_train_articles]
+  return train, held_out
+
+
+def _windows(num_tokens: int, max_tokens: int, stride: int) -> list[tuple[int, int]]:
+  """(start, length) of each context window: BERT's `doc_spans`."""
+  windows, start = [], 0
+  while True:
+    length = min(num_tokens - start, max_tokens)
+    windows.append((start, length))
+    if start + length >= num_tokens:
+      return windows
+    start += min(length, stride)
+
+
+def _max_context(windows: list[tuple[int, int]], window: int, token: int) -> bool:
+  """Is `window` the one where `token` has the most context? (score = min(left, right)
+  + 0.01 * window length, as in BERT's `_check_is_max_context`)."""
+  best, best_score = None, None
+  for i, (start, length) in enumerate(windows):
+    if not start <= token < start + length:
+      continue
+    score = min(token - start, start + length - 1 - token) + 0.01 * length
+    if best_score is None or score > best_score:
+      best, best_score = i, score
+  return best == window
+
+
+def convert_examples(examples: list[SquadExample], tokenizer: WordPiece, max_seq_length: int,
+                     doc_stride: int, max_query_length: int,
+                     training: bool) -> dict[str, np.ndarray]:
+  """One row per (question, window). Besides the encoder inputs:
+
+  * `example_index` [F]: row of `examples`;
+  * `offsets` [F, L, 2]: the context character span of each position, -1 elsewhere;
+  * `max_context` [F, L]: positions this window is the best one to score;
+  * `start_positions`, `end_positions` [F] (training): the answer's first/last token,
+    or 0 ([CLS]) when the window does not contain it or there is no answer. Training
+    questions without an aligned answer (and not impossible) are left out.
+  """
+  rows = collections.defaultdict(list)
+  for index, example in enumerate(examples):
+    if training and not example.is_impossible and not example.answer_spans:
+      continue
+    question = tokenizer.encode(example.question)[:max_query_length]
+    context, offsets = tokenizer.encode_with_offsets(example.context)
+    budget = max_seq_length - len(question) - 3
+    if budget <= 0:
+      raise ValueError(f"max_seq_length={max_seq_length} leaves no room for context after a "
+                       f"{len(question)}-token question; raise it or lower max_query_length.")
+    windows = _windows(len(context), budget, doc_stride)
+    answer = None
+    if training and not example.is_impossible:
+      start_char, end_char = example.answer_spans[0]
+      inside = [i for i, (s, e) in enumerate(offsets) if s < end_char and e > start_char]
+      answer = (inside[0], inside[-1]) if inside else None
+    for w, (start, length) in enumerate(windows):
+      ids = [tokenizer.cls_id, *question, tokenizer.sep_id, *context[start:start + length],
+             tokenizer.sep_id]
+      first = len(question) + 2  # position of the window's first context token
+      pad = max_seq_length - len(ids)
+      row_offsets = np.full((max_seq_length, 2), -1, np.int32)
+      row_offsets[first:first + length] = offsets[start:start + length]
+      row_max = np.zeros(max_seq_length, bool)
+      row_max[first:first + length] = [_max_context(windows, w, start + t) for t in range(length)]
+      rows["input_ids"].append(ids + [tokenizer.pad_id] * pad)
+      rows["attention_mask"].append([1] * len(ids) + [0] * pad)
+      rows["token_type_ids"].append([0] * first + [1] * (length + 1) + [0] * pad)
+      rows["example_index"].append(index)
+      rows["offsets"].append(row_offsets)
+      rows["max_context"].append(row_max)
+      if training:
+        if answer and start <= answer[0] and answer[1] < start + length:
+          positions = (answer[0] - start + first, answer[1] - start + first)
+        else:
+          positions = (0, 0)
+        rows["start_positions"].append(positions[0])
+        rows["end_positions"].append(positions[1])
+  if not rows:
+    raise ValueError("No SQuAD features: every question was skipped or the list is empty.")
+  arrays = {k: np.asarray(v) for k, v in rows.items()}
+  for k in ("input_ids", "attention_mask", "token_type_ids", "example_index", "offsets"):
+    arrays[k] = arrays[k].astype(np.int32)
+  for k in ("start_positions", "end_positions"):
+    if k in arrays:
+      arrays[k] = arrays[k].astype(np.int32)
+  return arrays
+
+
+@dataclasses.dataclass(frozen=True)
+class SpanPrediction:
+  text: str
+  score: float       # best span score S.T_i + E.T_j ("" with -inf when none is valid)
+  null_score: float  # min over windows of S.C + E.C
+
+  @property
+  def null_margin(self) -> float:
+    """s_null - s_best: the no-answer score compared with tau (larger = more likely none)."""
+    return self.null_score - self.score
+
+
+def postprocess(examples: list[SquadExample], features: dict[str, np.ndarray],
+                start_logits: np.ndarray, end_logits: np.ndarray, n_best_size: int = 20,
+                max_answer_length: int = 30) -> dict[str, SpanPrediction]:
+  """The best span of every example, over all its windows."""
+  best: dict[int, SpanPrediction] = {}
+  for row, index in enumerate(features["example_index"]):
+    offsets, max_context = features["offsets"][row], features["max_context"][row]
+    starts_l, ends_l = start_logits[row], end_logits[row]
+    null = float(starts_l[0] + ends_l[0])
+    valid = offsets[:, 0] >= 0
+    # n-best candidates among context positions only.
+    context_positions = np.flatnonzero(valid)
+    top_starts = context_positions[np.argsort(-starts_l[context_positions],
+                                              kind="stable")[:n_best_size]]
+    top_ends = context_positions[np.argsort(-ends_l[context_positions],
+                                            kind="stable")[:n_best_size]]
+    span_score, span = -np.inf, None
+    for s in top_starts:
+      if not max_context[s]:
+        continue
+      for e in top_ends:
+        if e < s or e - s + 1 > max_answer_length:
+          continue
+        score = float(starts_l[s] + ends_l[e])
+        if score > span_score:
+          span_score, span = score, (s, e)
+    previous = best.get(index)
+    text = ""
+    if span is not None:
+      context = examples[index].context
+      text = context[offsets[span[0], 0]:offsets[span[1], 1]]
+    if previous is None:
+      best[index] = SpanPrediction(text, span_score, null)
+    else:
+      keep_new = span_score > previous.score
+      best[index] = SpanPrediction(text if keep_new else previous.text,
+                                   max(span_score, previous.score),
+                                   min(null, previous.null_score))
+  return {examples[i].qid: p for i, p in best.items()}
+
+
+def final_answers(predictions: dict[str, SpanPrediction], version: str,
+                  null_threshold: float = 0.0) -> tuple[dict[str, str], dict[str, float]]:
+  """(answer text per question, no-answer margin per question).
+
+  v2.0 answers "" where s_null - s_best > null_threshold (tau); v1.1 always answers.
+  The margins are what `squad_metrics.evaluate(..., na_scores=)` tunes tau on.
+  """
+  margins = {qid: p.null_margin for qid, p in predictions.items()}
+  if version == "1.1":
+    return {qid: p.text for qid, p in predictions.items()}, margins
+  return {qid: ("" if margins[qid] > null_threshold else p.text)
+          for qid, p in predictions.items()}, margins
