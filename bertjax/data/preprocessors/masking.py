@@ -89,7 +89,7 @@ def word_ids(ids: tf.Tensor, special_ids: Sequence[int],
   if is_continuation is None:
     cont = tf.zeros_like(eligible)
   else:
-    cont = tf.gather(tf.constant(is_continuation, tf.bool), ids)
+    cont = tf.gather(tf.convert_to_tensor(is_continuation, tf.bool), ids)
   prev_eligible = tf.concat([[False], eligible[:-1]], axis=0)
   starts = eligible & (tf.logical_not(cont) | tf.logical_not(prev_eligible))
   wid = tf.cumsum(tf.cast(starts, tf.int32)) - 1
