@@ -94,15 +94,8 @@ def register_objective(name: str, preprocessors, features, converter,
   return objective
 
 
-def _load_other_objectives() -> None:
-  """T5 / BART / XLNet register themselves from objective_tasks, which imports
-  this module; importing it lazily avoids the cycle."""
-  import bertjax.data.objective_tasks  # pylint: disable=g-import-not-at-top,unused-import
-
-
 def registered() -> list:
   """Names of all objectives `get_task` can build."""
-  _load_other_objectives()
   return sorted(_OBJECTIVES)
 
 
@@ -252,8 +245,6 @@ register_objective("electra", electra_preprocessors, _MLM_FEATURES, _encoder_con
 
 # --------------------------------------------------------------- tasks & datasets
 def _objective(name: str) -> Objective:
-  if name not in _OBJECTIVES:
-    _load_other_objectives()
   if name not in _OBJECTIVES:
     raise ValueError(f"Unknown task {name!r}; registered tasks: {', '.join(registered())}.")
   return _OBJECTIVES[name]
