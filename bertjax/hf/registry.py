@@ -16,6 +16,7 @@ FAMILIES: dict[str, str] = {
     "albert": "bertjax.hf.albert:AlbertFamily",
     "distilbert": "bertjax.hf.distilbert:DistilBertFamily",
     "t5": "bertjax.hf.t5:T5Family",
+    "bart": "bertjax.hf.bart:BartFamily",
     "xlnet": "bertjax.hf.xlnet:XLNetFamily",
 }
 
