@@ -115,31 +115,31 @@ class XLNetLayer(nn.Module):
 
 def attention_masks(batch: int, qlen: int, mlen: int, cfg: XLNetConfig,
                     attention_mask=None, perm_mask=None):
-    """(content mask, query mask), [B, 1, L, M + L] bool, True = may attend; None = all.
+  """(content mask, query mask), [B, 1, L, M + L] bool, True = may attend; None = all.
 
-    Blocked: future keys (attn_type 'uni'), padding keys, and perm_mask; memory is
-    never blocked by the data. The content stream additionally always sees itself.
-    """
-    blocked = None
-    if cfg.attn_type == "uni":
-      i, j = np.arange(qlen)[:, None], np.arange(mlen + qlen)[None, :]
-      causal = j > i + mlen
-      if cfg.same_length:
-        causal |= (j < i) & (j < qlen)
-      blocked = jnp.asarray(causal)[None]
-    data = None
-    if attention_mask is not None:
-      data = jnp.broadcast_to((attention_mask == 0)[:, None, :], (batch, qlen, qlen))
-    if perm_mask is not None:
-      perm = perm_mask > 0
-      data = perm if data is None else data | perm
-    if data is not None:
-      data = jnp.pad(data, ((0, 0), (0, 0), (mlen, 0)))
-      blocked = data if blocked is None else blocked | data
-    if blocked is None:
-      return None, None
-    self_key = jnp.asarray(np.eye(qlen, mlen + qlen, mlen, dtype=bool))[None]
-    return ~(blocked & ~self_key)[:, None], ~blocked[:, None]
+  Blocked: future keys (attn_type 'uni'), padding keys, and perm_mask; memory is
+  never blocked by the data. The content stream additionally always sees itself.
+  """
+  blocked = None
+  if cfg.attn_type == "uni":
+    i, j = np.arange(qlen)[:, None], np.arange(mlen + qlen)[None, :]
+    causal = j > i + mlen
+    if cfg.same_length:
+      causal |= (j < i) & (j < qlen)
+    blocked = jnp.asarray(causal)[None]
+  data = None
+  if attention_mask is not None:
+    data = jnp.broadcast_to((attention_mask == 0)[:, None, :], (batch, qlen, qlen))
+  if perm_mask is not None:
+    perm = perm_mask > 0
+    data = perm if data is None else data | perm
+  if data is not None:
+    data = jnp.pad(data, ((0, 0), (0, 0), (mlen, 0)))
+    blocked = data if blocked is None else blocked | data
+  if blocked is None:
+    return None, None
+  self_key = jnp.asarray(np.eye(qlen, mlen + qlen, mlen, dtype=bool))[None]
+  return ~(blocked & ~self_key)[:, None], ~blocked[:, None]
 
 
 def next_memory(layer_inputs: jax.Array, mems: Optional[jax.Array], cfg: XLNetConfig):
