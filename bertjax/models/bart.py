@@ -14,7 +14,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from bertjax.layers import activations, attention, embeddings, ffn, norms
+from bertjax.layers import activations, attention, embeddings, ffn, kv_cache, norms
 from bertjax.models import encoder_decoder
 
 POSITION_OFFSET = 2
@@ -83,6 +83,7 @@ class BartLayer(nn.Module):
   is_decoder: bool = False
   deterministic: bool = True
   emit_hidden_state: bool = False
+  decode: bool = False
 
   @nn.compact
   def __call__(self, x, mask, encoded=None, cross_mask=None):
@@ -91,14 +92,14 @@ class BartLayer(nn.Module):
     heads = cfg.decoder_heads if self.is_decoder else cfg.encoder_heads
     ffn_size = cfg.decoder_ffn_size if self.is_decoder else cfg.encoder_ffn_size
 
-    def attend(name, q, kv, m):
+    def attend(name, q, kv, m, decode=False):
       return attention.MultiHeadAttention(heads, cfg.hidden_size // heads, cfg.attention_dropout,
-                                          init_std=cfg.init_std, dtype=dtype, name=name)(
-                                              q, kv, mask=m, deterministic=det)
+                                          init_std=cfg.init_std, dtype=dtype, decode=decode,
+                                          name=name)(q, kv, mask=m, deterministic=det)
 
     drop = nn.Dropout(cfg.dropout)
     x = norms.LayerNorm(cfg.layer_norm_eps, dtype, name="self_attention_norm")(
-        x + drop(attend("self_attention", x, None, mask), deterministic=det))
+        x + drop(attend("self_attention", x, None, mask, self.decode), deterministic=det))
     if self.is_decoder:
       x = norms.LayerNorm(cfg.layer_norm_eps, dtype, name="cross_attention_norm")(
           x + drop(attend("cross_attention", x, encoded, cross_mask), deterministic=det))
@@ -118,14 +119,17 @@ class BartStack(nn.Module):
   @nn.compact
   def __call__(self, input_ids, shared: embeddings.Embed, mask, position_ids=None,
                encoded=None, cross_mask=None, *, deterministic: bool = True,
-               output_hidden_states: bool = False):
+               decode: bool = False, output_hidden_states: bool = False):
     cfg = self.config
     dtype = jnp.dtype(cfg.dtype)
     x = shared(input_ids)
     if cfg.scale_embedding:
       x = x * math.sqrt(cfg.hidden_size)
     if position_ids is None:
-      position_ids = jnp.broadcast_to(jnp.arange(input_ids.shape[1]), input_ids.shape)
+      start = 0
+      if decode:  # absolute positions of the new tokens (bertjax.layers.kv_cache)
+        start, _ = kv_cache.step_positions(self, input_ids.shape[1])
+      position_ids = jnp.broadcast_to(start + jnp.arange(input_ids.shape[1]), input_ids.shape)
     positions = embeddings.Embed(cfg.max_position_embeddings + POSITION_OFFSET, cfg.hidden_size,
                                  (None, "embed"), cfg.init_std, dtype, name="position_embeddings")
     x = x + positions(position_ids + POSITION_OFFSET)
@@ -140,7 +144,7 @@ class BartStack(nn.Module):
                       length=cfg.decoder_layers if self.is_decoder else cfg.encoder_layers,
                       metadata_params={nn.PARTITION_NAME: "layers"})
     out, per_layer = stacked(cfg, self.is_decoder, deterministic, output_hidden_states,
-                             name="layers")(*args)
+                             decode, name="layers")(*args)
     hidden = jnp.concatenate([x[None], per_layer], axis=0) if output_hidden_states else None
     return out, hidden
 
@@ -168,14 +172,14 @@ class BartModel(nn.Module):
 
   def decode(self, decoder_input_ids, encoder_hidden_states, attention_mask=None,
              decoder_attention_mask=None, encoder_segment_ids=None, decoder_segment_ids=None,
-             decoder_position_ids=None, *, deterministic: bool = True,
+             decoder_position_ids=None, *, deterministic: bool = True, decode: bool = False,
              output_hidden_states: bool = False) -> dict:
     self_mask, cross_mask = encoder_decoder.decoder_masks(
         decoder_input_ids.shape[1], attention_mask, decoder_attention_mask,
-        encoder_segment_ids, decoder_segment_ids)
+        encoder_segment_ids, decoder_segment_ids, decode=decode)
     out, hidden = self.decoder(decoder_input_ids, self.shared, self_mask, decoder_position_ids,
                                encoder_hidden_states, cross_mask, deterministic=deterministic,
-                               output_hidden_states=output_hidden_states)
+                               decode=decode, output_hidden_states=output_hidden_states)
     return {"last_hidden_state": out, "decoder_hidden_states": hidden}
 
   def __call__(self, input_ids, decoder_input_ids, attention_mask=None,

@@ -17,7 +17,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from bertjax.layers import attention, dense, embeddings, ffn, norms, t5_relative
+from bertjax.layers import attention, dense, embeddings, ffn, kv_cache, norms, t5_relative
 from bertjax.models import encoder_decoder
 
 
@@ -111,7 +111,7 @@ def _attention(cfg: T5Config, name: str, decode: bool = False) -> attention.Mult
   return attention.MultiHeadAttention(
       cfg.num_heads, cfg.head_dim, cfg.dropout_rate, use_bias=False, scale_logits=False,
       init_std=cfg.initializer_factor * cfg.hidden_size ** -0.5, dtype=jnp.dtype(cfg.dtype),
-      name=name)
+      decode=decode, name=name)
 
 
 def _mlp(cfg: T5Config) -> ffn.MlpBlock:
@@ -184,7 +184,11 @@ class T5Stack(nn.Module):
         bidirectional=not self.is_decoder, init_std=cfg.initializer_factor * cfg.hidden_size ** -0.5,
         dtype=jnp.dtype(cfg.dtype), name="relative_bias")
     length = x.shape[1]
-    bias = relpos(length, length)
+    if decode:  # the new tokens against every cache slot (bertjax.layers.kv_cache)
+      start, cache_length = kv_cache.step_positions(self, length)
+      bias = relpos(length, cache_length, start)
+    else:
+      bias = relpos(length, length)
     layer_cls = T5DecoderLayer if self.is_decoder else T5EncoderLayer
     if cfg.remat:
       layer_cls = nn.remat(layer_cls, prevent_cse=False)

@@ -10,6 +10,7 @@ import transformers
 import bertjax
 from bertjax.models import bart
 from tests import hf_testing
+from tests.models import seq2seq_testing
 
 ODD_CONFIG = dict(vocab_size=93, d_model=24, encoder_layers=3, decoder_layers=2,
                   encoder_attention_heads=3, decoder_attention_heads=2, encoder_ffn_dim=37,
@@ -113,3 +114,15 @@ def test_parameter_counts_equal_reference(size):
   # final_logits_bias is a buffer there and a parameter here.
   theirs = sum(p.numel() for p in reference_model.parameters()) + cfg.vocab_size
   assert ours == theirs
+
+
+@pytest.mark.parametrize("prompt_length", [1, 3])
+def test_cached_decoding_equals_full_decoding(prompt_length, tmp_path):
+  _, path = reference("BartForConditionalGeneration", tmp_path)
+  ours = bertjax.from_hf(path)
+  inputs = seq2seq_batch(ODD_CONFIG["vocab_size"])
+  decoder_ids = np.random.default_rng(0).integers(0, ODD_CONFIG["vocab_size"], (3, 12))
+  full, cached = seq2seq_testing.cached_vs_full_logits(
+      ours.module, ours.params, inputs["input_ids"], inputs["attention_mask"], decoder_ids,
+      prompt_length)
+  np.testing.assert_allclose(cached, full, atol=1e-4)

@@ -13,6 +13,7 @@ from bertjax.hf import model as hf_model, registry
 from bertjax.layers import t5_relative
 from bertjax.models import t5
 from tests import hf_testing
+from tests.models import seq2seq_testing
 
 # Odd sizes on purpose: heads * d_kv != d_model, fewer decoder than encoder layers,
 # few buckets with a short max distance so the log buckets are exercised.
@@ -150,3 +151,16 @@ def test_parameter_counts_equal_reference(size):
   theirs = sum(p.numel() for p in reference_model.parameters())  # tied lm_head counted once
   untied_head = 0 if cfg.tie_word_embeddings else cfg.vocab_size * cfg.hidden_size
   assert ours == theirs + untied_head
+
+
+@pytest.mark.parametrize("prompt_length", [1, 3])
+def test_cached_decoding_equals_full_decoding(prompt_length, tmp_path):
+  _, path = reference("T5ForConditionalGeneration", "v1_0", tmp_path)
+  ours = bertjax.from_hf(path)
+  inputs = seq2seq_batch(ODD_CONFIG["vocab_size"])
+  # Decoding runs past the relative-bias max distance (20) so far buckets are used too.
+  decoder_ids = np.random.default_rng(0).integers(0, ODD_CONFIG["vocab_size"], (3, 26))
+  full, cached = seq2seq_testing.cached_vs_full_logits(
+      ours.module, ours.params, inputs["input_ids"], inputs["attention_mask"], decoder_ids,
+      prompt_length)
+  np.testing.assert_allclose(cached, full, atol=1e-4)

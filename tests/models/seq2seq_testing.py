@@ -1,0 +1,27 @@
+"""Shared checks for the encoder-decoders (T5, BART)."""
+import jax
+import numpy as np
+
+
+def cached_vs_full_logits(module, params, input_ids, attention_mask, decoder_input_ids,
+                          prompt_length: int = 1):
+  """Decoder logits from one full causal pass, and from the key/value cache fed
+  `prompt_length` tokens at once and then one token per step. Returns (full, cached)."""
+  variables = {"params": params}
+  apply = jax.jit(module.apply, static_argnames=("method", "mutable", "decode"))
+  encoded = apply(variables, input_ids, attention_mask, method="encode")
+  encoded = encoded["encoder_last_hidden_state"]
+  full = apply(variables, decoder_input_ids, encoded, attention_mask, method="decode")["logits"]
+  # The creating call sizes the (empty) cache from a full-length input.
+  _, state = apply(variables, decoder_input_ids, encoded, attention_mask, decode=True,
+                   method="decode", mutable=("cache",))
+  cache = state["cache"]
+  steps = [(0, prompt_length)] + [(t, t + 1) for t in range(prompt_length,
+                                                            decoder_input_ids.shape[1])]
+  cached = []
+  for start, stop in steps:
+    out, state = apply({**variables, "cache": cache}, decoder_input_ids[:, start:stop], encoded,
+                       attention_mask, decode=True, method="decode", mutable=("cache",))
+    cache = state["cache"]
+    cached.append(np.asarray(out["logits"]))
+  return np.asarray(full), np.concatenate(cached, axis=1)
