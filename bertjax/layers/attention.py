@@ -10,7 +10,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from bertjax.layers import dense
+from bertjax.layers import dense, kv_cache
 
 Dtype = jnp.dtype
 
@@ -57,6 +57,10 @@ class MultiHeadAttention(nn.Module):
 
   Kernels are stored per head ([embed, heads, kv] and [heads, kv, embed]) so the
   `heads` axis can be sharded over the mesh's `model` axis.
+
+  decode: incremental self-attention with a key/value cache (bertjax.layers.kv_cache);
+  `mask` and `bias` then span the whole cache ([..., q, cache_length]) and the cache adds
+  the causal / not-yet-filled part of the mask itself.
   """
   num_heads: int
   head_dim: int
@@ -65,6 +69,7 @@ class MultiHeadAttention(nn.Module):
   scale_logits: bool = True  # T5 folds 1/sqrt(d) into its initialization instead.
   init_std: float = 0.02
   dtype: Dtype = jnp.float32
+  decode: bool = False
 
   def _projection(self, name: str) -> dense.DenseGeneral:
     return dense.DenseGeneral((self.num_heads, self.head_dim), ("embed", "heads", "kv"),
@@ -83,6 +88,9 @@ class MultiHeadAttention(nn.Module):
     query = nn.with_logical_constraint(query, ("batch", "length", "heads", "kv"))
     key = nn.with_logical_constraint(key, ("batch", "kv_length", "heads", "kv"))
     value = nn.with_logical_constraint(value, ("batch", "kv_length", "heads", "kv"))
+    if self.decode:
+      key, value, filled = kv_cache.update(self, key, value)
+      mask = combine_masks(mask, filled)
 
     probs = attention_probs(query, key, mask, bias, self.scale_logits)
     if not deterministic and self.dropout_rate > 0:
