@@ -26,7 +26,8 @@ import numpy as np  # noqa: E402
 
 from bertjax import optimizers, train_state, train_step  # noqa: E402
 from bertjax.models import albert, bert, distilbert, distillation, roberta, spanbert  # noqa: E402
-from bertjax.objectives import distill, mlm, nsp, sbo  # noqa: E402
+from bertjax.models import deberta, electra  # noqa: E402
+from bertjax.objectives import distill, mlm, nsp, rtd, sbo  # noqa: E402
 
 VOCAB = 30522
 SMALL = dict(vocab_size=VOCAB, hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024,
@@ -68,6 +69,18 @@ def _distilbert() -> Bench:
   return Bench(model, distill.DistilBertLoss(), frozen=("^teacher/",))
 
 
+def _electra() -> Bench:
+  cfg = electra.ElectraConfig(**SMALL, embedding_size=128, generator_fraction=0.25)
+  return Bench(electra.ElectraGeneratorDiscriminator(cfg), rtd.ReplacedTokenDetection())
+
+
+def _deberta(version: int) -> Callable[[], Bench]:
+  def build() -> Bench:
+    size = deberta.deberta_base if version == 1 else deberta.deberta_v3_base
+    return Bench(deberta.DebertaForMaskedLM(size(**SMALL)), mlm.MaskedLM(logits_key="logits"))
+  return build
+
+
 def _bert() -> Bench:
   return Bench(bert.BertForPreTraining(bert.BertConfig(**SMALL)),
                nsp.bert_pretraining("nsp"), ("next_sentence_label",))
@@ -80,6 +93,9 @@ BUILDERS: dict[str, Callable[[], Bench]] = {
     "albert": _albert,
     "distilbert (student 4L + frozen 8L teacher)": _distilbert,
     "spanbert": _spanbert,
+    "electra (disc. + 1/4-width generator, RTD)": _electra,
+    "deberta-v1 (c2p+p2c, 512 rel. positions)": _deberta(1),
+    "deberta-v3 (256 log buckets, shared keys)": _deberta(2),
 }
 
 

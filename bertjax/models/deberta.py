@@ -99,34 +99,38 @@ class DebertaConfig:
     return dataclasses.replace(self, **changes)
 
 
+def _config(defaults: dict, overrides: dict) -> DebertaConfig:
+  return DebertaConfig(**{**defaults, **overrides})
+
+
 def deberta_v3_xsmall(**kw) -> DebertaConfig:
-  return DebertaConfig(hidden_size=384, num_heads=6, intermediate_size=1536, **kw)
+  return _config(dict(hidden_size=384, num_heads=6, intermediate_size=1536), kw)
 
 
 def deberta_v3_small(**kw) -> DebertaConfig:
-  return DebertaConfig(num_layers=6, **kw)
+  return _config(dict(num_layers=6), kw)
 
 
 def deberta_v3_base(**kw) -> DebertaConfig:
-  return DebertaConfig(**kw)
+  return _config({}, kw)
 
 
 def deberta_v3_large(**kw) -> DebertaConfig:
-  return DebertaConfig(hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096, **kw)
+  return _config(dict(hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096), kw)
 
 
-def _v1(**kw) -> dict:
-  return dict(vocab_size=50265, version=1, pos_att_type=("c2p", "p2c"), share_att_key=False,
-              norm_rel_ebd=False, position_buckets=-1, **kw)
+# DeBERTa v1: RoBERTa's BPE vocabulary, exact relative distances, separate c2p / p2c keys.
+_V1 = dict(vocab_size=50265, version=1, pos_att_type=("c2p", "p2c"), share_att_key=False,
+           norm_rel_ebd=False, position_buckets=-1)
 
 
 def deberta_base(**kw) -> DebertaConfig:
-  return DebertaConfig(**_v1(**kw))
+  return _config(_V1, kw)
 
 
 def deberta_large(**kw) -> DebertaConfig:
-  return DebertaConfig(**_v1(hidden_size=1024, num_layers=24, num_heads=16,
-                             intermediate_size=4096, **kw))
+  return _config(dict(_V1, hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096),
+                 kw)
 
 
 SIZES = {"v3_xsmall": deberta_v3_xsmall, "v3_small": deberta_v3_small, "v3_base": deberta_v3_base,
@@ -227,18 +231,25 @@ class DebertaEncoder(nn.Module):
                                                 cfg.remat)
 
   def relative_table(self, length: int):
-    """(relative embeddings [2 * span, H], index [L, L] into them) for length L, or Nones."""
+    """(relative embeddings [R, H], index [L, L] into them) for length L, or Nones.
+
+    Only the rows some (query, key) pair reads are kept (e.g. 255 of v3's 512 at L=128):
+    c2p / p2c score every row against every token, so unused rows are wasted work.
+    """
     cfg = self.config
     if not cfg.relative_attention:
       return None, None
     table = jnp.asarray(self.rel_embeddings.embedding, jnp.dtype(cfg.dtype))
     if cfg.version == 1:
-      # v1 reads only the rows it needs: a span of min(L, max_relative) on each side.
+      # v1 indexes a window of min(L, max_relative) rows each side of the centre.
       span = min(length, cfg.max_relative)
       table = table[cfg.max_relative - span:cfg.max_relative + span]
-    elif cfg.norm_rel_ebd:
-      table = self.rel_norm(table)
-    return table, jnp.asarray(relative_index(cfg, length))
+    index = relative_index(cfg, length)
+    first, last = int(index.min()), int(index.max())
+    table = table[first:last + 1]
+    if cfg.version == 2 and cfg.norm_rel_ebd:
+      table = self.rel_norm(table)  # per row, so normalising only the kept rows is exact
+    return table, jnp.asarray(index - first)
 
   def __call__(self, x, mask, *, deterministic: bool = True, output_hidden_states: bool = False):
     cfg = self.config

@@ -79,19 +79,19 @@ class ElectraConfig:
                         intermediate_size=round(self.intermediate_size * f))
 
 
+# Paper sizes (Clark et al. 2020, Table 6); the generator multiplier is 1/4, 1/3, 1/4.
 def electra_small(**overrides) -> ElectraConfig:
   return ElectraConfig(**overrides)
 
 
 def electra_base(**overrides) -> ElectraConfig:
-  overrides.setdefault("generator_fraction", 1 / 3)
-  return ElectraConfig(embedding_size=768, hidden_size=768, num_heads=12, intermediate_size=3072,
-                       **overrides)
+  return ElectraConfig(**{**dict(embedding_size=768, hidden_size=768, num_heads=12,
+                                 intermediate_size=3072, generator_fraction=1 / 3), **overrides})
 
 
 def electra_large(**overrides) -> ElectraConfig:
-  return ElectraConfig(embedding_size=1024, hidden_size=1024, num_layers=24, num_heads=16,
-                       intermediate_size=4096, **overrides)
+  return ElectraConfig(**{**dict(embedding_size=1024, hidden_size=1024, num_layers=24,
+                                 num_heads=16, intermediate_size=4096), **overrides})
 
 
 SIZES = {"small": electra_small, "base": electra_base, "large": electra_large}

@@ -178,3 +178,29 @@ def test_tiny_deberta_with_emd_trains_under_its_gin_config(tmp_path):
   last = {k: np.mean([r[k] for r in records[-3:]]) for k in ("loss", "mlm_accuracy")}
   assert last["loss"] < 0.85 * first["loss"], (first, last)
   assert last["mlm_accuracy"] > first["mlm_accuracy"] + 0.1, (first, last)
+
+
+HF_SIZES = {  # our size constructor -> the released checkpoint's config.json values
+    "base": (transformers.DebertaConfig, dict(
+        vocab_size=50265, relative_attention=True, pos_att_type="c2p|p2c",
+        position_biased_input=False, max_relative_positions=-1)),
+    "v3_base": (transformers.DebertaV2Config, dict(
+        vocab_size=128100, relative_attention=True, position_buckets=256,
+        norm_rel_ebd="layer_norm", share_att_key=True, pos_att_type="p2c|c2p",
+        position_biased_input=False, max_relative_positions=-1)),
+}
+
+
+@pytest.mark.parametrize("size", sorted(HF_SIZES))
+def test_parameter_counts_equal_reference(size):
+  cfg = deberta.SIZES[size]()
+  ours = jax.eval_shape(lambda: bert.init_params(deberta.DebertaForMaskedLM(cfg),
+                                                 jax.random.PRNGKey(0)))
+  config_cls, kwargs = HF_SIZES[size]
+  with torch.device("meta"):
+    reference_model = (transformers.DebertaForMaskedLM if cfg.version == 1 else
+                       transformers.DebertaV2ForMaskedLM)(config_cls(
+        hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads, intermediate_size=cfg.intermediate_size, **kwargs))
+  assert (sum(x.size for x in jax.tree.leaves(ours))
+          == sum(p.numel() for p in reference_model.parameters()))

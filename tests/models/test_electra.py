@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import torch
 import transformers
 
 import bertjax
@@ -146,3 +147,18 @@ def test_two_stage_copies_generator_into_discriminator():
   assert all(jax.tree.leaves(same))
   with pytest.raises(ValueError, match="generator_fraction = 1.0"):
     electra.discriminator_from_generator(_init()[1])
+
+
+@pytest.mark.parametrize("size", sorted(electra.SIZES))
+def test_discriminator_parameter_counts_equal_reference(size):
+  cfg = electra.SIZES[size]()
+  ours = jax.eval_shape(lambda: bert.init_params(electra.ElectraForPreTraining(cfg),
+                                                 jax.random.PRNGKey(0)))
+  hf_config = transformers.ElectraConfig(
+      embedding_size=cfg.embedding_size, hidden_size=cfg.hidden_size,
+      num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads,
+      intermediate_size=cfg.intermediate_size)
+  with torch.device("meta"):
+    reference_model = transformers.ElectraForPreTraining(hf_config)
+  assert (sum(x.size for x in jax.tree.leaves(ours))
+          == sum(p.numel() for p in reference_model.parameters()))
