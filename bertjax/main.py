@@ -11,17 +11,22 @@ operative one (what was actually used) to model_dir/operative_config.gin at the 
 Re-running the same command resumes from the latest checkpoint in model_dir.
 """
 import contextlib
+import importlib
 import logging as std_logging
 import os
+import pkgutil
 import sys
 
 from absl import app, flags, logging
 import gin
 
-# Imported for their gin registrations (configurables referenced by the gin files).
-from bertjax import configurables, optimizers, partitioning, paths, train_inputs  # noqa: F401
-from bertjax import trainer
-from bertjax.objectives import mlm, nsp  # noqa: F401
+from bertjax import paths, trainer
+
+# Packages whose modules register gin configurables that gin files refer to by name;
+# all are imported before parsing so any family's config parses (and typos fail).
+CONFIGURABLE_PACKAGES = ("bertjax.objectives", "bertjax.models", "bertjax.data")
+CONFIGURABLE_MODULES = ("bertjax.configurables", "bertjax.optimizers", "bertjax.partitioning",
+                        "bertjax.train_inputs")
 
 _GIN_FILE = flags.DEFINE_multi_string("gin_file", [], "gin config file(s), applied in order.")
 _GIN_BINDINGS = flags.DEFINE_multi_string("gin_bindings", [],
@@ -34,14 +39,25 @@ CONFIG_FILE = "config.gin"
 OPERATIVE_CONFIG_FILE = "operative_config.gin"
 
 
+def register_configurables() -> None:
+  """Imports every module that defines gin configurables a config may name."""
+  for name in CONFIGURABLE_MODULES:
+    importlib.import_module(name)
+  for package_name in CONFIGURABLE_PACKAGES:
+    package = importlib.import_module(package_name)
+    for info in pkgutil.iter_modules(package.__path__, package_name + "."):
+      importlib.import_module(info.name)
+
+
 def parse_gin(gin_files: list[str], gin_bindings: list[str]) -> None:
   """Parses configs (searching gin/ as well), with errors that name the file."""
+  register_configurables()
   gin.add_config_file_search_path(os.getcwd())
   gin.add_config_file_search_path(str(paths.gin_dir()))
   if not gin_files and not gin_bindings:
     raise app.UsageError("Give at least one --gin_file (e.g. --gin_file=gin/quickstart.gin).")
   with _quiet_search_misses():
-    gin.parse_config_files_and_bindings(gin_files, gin_bindings, finalize_config=True)
+    gin.parse_config_files_and_bindings(gin_files, gin_bindings)
 
 
 @contextlib.contextmanager

@@ -258,9 +258,8 @@ class Trainer:
         eval_now = evaluate and (is_last or (self.eval_every and done % self.eval_every == 0))
         save_now = is_last or done % self.checkpoint_every == 0
         if pending and (done % self.log_every == 0 or eval_now or save_now):
-          now = time.perf_counter()
-          self._flush(writer, pending, done, now - last_time, done - last_step)
-          pending, last_time, last_step = [], now, done
+          last_time = self._flush(writer, pending, done, last_time, done - last_step)
+          pending, last_step = [], done
         writer.advance(done)
         if eval_now:
           eval_results = self.evaluate(state.params, writer, done)
@@ -268,6 +267,8 @@ class Trainer:
           self.checkpoints.save(done, state, {"batches_consumed": consumed,
                                               "data_seed": self.data_seed},
                                 metrics=eval_results if eval_now else None)
+        if eval_now or save_now:  # Both block; keep their time out of tokens/s.
+          last_time = time.perf_counter()
     finally:
       self.checkpoints.close()
       writer.close()
@@ -279,9 +280,12 @@ class Trainer:
     return summary
 
   # ------------------------------------------------------------------------- helpers
-  def _flush(self, writer, pending: list, step: int, seconds: float, steps: int) -> None:
-    """Pulls the pending step metrics to the host, checks finiteness, writes them."""
+  def _flush(self, writer, pending: list, step: int, since: float, steps: int) -> float:
+    """Pulls the pending step metrics to the host (waiting for those steps to finish),
+    checks finiteness and writes them; returns the time the steps were done."""
     per_step = jax.device_get(pending)
+    now = time.perf_counter()
+    seconds = now - since
     bad = [step - len(per_step) + 1 + i for i, m in enumerate(per_step) if m["nonfinite"][0] > 0]
     if bad and self.on_nonfinite == "stop":
       latest = self.checkpoints.latest_step()
@@ -303,6 +307,7 @@ class Trainer:
       writer.print(f"Skipped {len(bad)} non-finite step(s): {bad[:5]}")
     writer.write("train", step, scalars)
     writer.advance(step, {k: scalars[k] for k in ("loss", "learning_rate") if k in scalars})
+    return now
 
   def _write_results(self, results: dict) -> None:
     if jax.process_index() == 0:

@@ -61,6 +61,7 @@ def test_missing_required_binding_is_named(tmp_path):
   assert _nothing_computed(str(tmp_path))
 
 
+@pytest.mark.slow
 def test_train_then_evaluate_writes_configs_and_results(tmp_path):
   tl.configure("Trainer.num_train_steps = 2", "Trainer.checkpoint_every = 2")
   summary = main.run(str(tmp_path), "train")

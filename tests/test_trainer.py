@@ -22,6 +22,7 @@ def _run(model_dir, *bindings, mode="train"):
   return trainer.Trainer(model_dir=str(model_dir)).run(mode)
 
 
+@pytest.mark.slow
 def test_sharded_4x2_matches_one_device(tmp_path):
   steps = ["Trainer.num_train_steps = 6", "Trainer.log_every = 1",
            "Trainer.checkpoint_every = 100"]
@@ -60,6 +61,7 @@ def test_nonfinite_loss_skip_drops_the_update(tmp_path):
   assert all(np.isfinite(p).all() for p in jax.tree.leaves(params))
 
 
+@pytest.mark.slow
 def test_loss_drops_with_bf16_compute_and_f32_params(tmp_path):
   summary = _run(tmp_path, "build_model.dtype = 'bfloat16'", "Trainer.num_train_steps = 60",
                  "Trainer.num_microbatches = 2", "Trainer.batch_size = 16",
