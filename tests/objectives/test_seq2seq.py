@@ -1,0 +1,95 @@
+"""Seq2seq cross-entropy, and tiny T5s that learn span corruption and a text-to-text task."""
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import seqio
+import tensorflow as tf
+
+from bertjax import optimizers, train_step
+from bertjax.data import corpus, tasks, vocab_training
+from bertjax.models import t5
+from bertjax.objectives import seq2seq
+from bertjax.train_state import TrainState
+
+
+def _reference_loss(logits, labels, weights):
+  logp = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
+      - logits.max(-1, keepdims=True)
+  nll = -np.take_along_axis(logp, labels[..., None], -1)[..., 0]
+  return (nll * weights).sum() / weights.sum()
+
+
+def test_loss_is_mean_token_cross_entropy_over_label_weights():
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(2, 5, 11)).astype(np.float32) * 3
+  labels = rng.integers(0, 11, (2, 5)).astype(np.int32)
+  weights = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.float32)
+  batch = {"labels": labels, "label_weights": weights}
+  loss, metrics = seq2seq.Seq2SeqLM()({"logits": jnp.asarray(logits)}, batch)
+  np.testing.assert_allclose(loss, _reference_loss(logits, labels, weights), rtol=1e-5)
+  total, count = metrics["seq2seq_loss"]
+  assert float(count) == 8.0 and np.isclose(float(total) / 8, float(loss))
+  correct = ((logits.argmax(-1) == labels) * weights).sum()
+  assert float(metrics["seq2seq_accuracy"][0]) == correct
+
+  z_loss, z_metrics = seq2seq.Seq2SeqLM(z_loss=1e-2)({"logits": jnp.asarray(logits)}, batch)
+  log_z = np.log(np.exp(logits.astype(np.float64)).sum(-1))
+  extra = 1e-2 * (log_z ** 2 * weights).sum() / weights.sum()
+  np.testing.assert_allclose(z_loss, float(loss) + extra, rtol=1e-5)
+  assert "seq2seq_z_loss" in z_metrics
+
+
+def test_model_inputs_pass_packing_features_only():
+  batch = {k: np.zeros((1, 4), np.int32) for k in seq2seq.SEQ2SEQ_INPUTS + ("labels",)}
+  inputs = seq2seq.Seq2SeqLM().model_inputs(batch)
+  assert set(inputs) == set(seq2seq.SEQ2SEQ_INPUTS)
+
+
+def tiny_t5(vocab_size: int) -> t5.T5ForConditionalGeneration:
+  return t5.T5ForConditionalGeneration(t5.t5_v1_1_small(
+      vocab_size=vocab_size, hidden_size=32, head_dim=8, num_heads=4, intermediate_size=64,
+      num_layers=2, num_decoder_layers=2, relative_buckets=16, relative_max_distance=32))
+
+
+def train(model, batches, steps: int, warmup_steps: int = 100):
+  """Trains with the trainer's step, T5's Adafactor and inverse-sqrt schedule; returns
+  (params, per-step losses)."""
+  objective = seq2seq.Seq2SeqLM()
+  first = next(batches)
+  params = model.init(jax.random.PRNGKey(0), **objective.model_inputs(first))["params"]
+  params = nn.unbox(params)
+  schedule = optimizers.inverse_sqrt(steps, warmup_steps=warmup_steps)
+  tx = optimizers.adafactor(schedule)
+  state = TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params),
+                     rng=jax.random.key_data(jax.random.key(0)))
+  step = jax.jit(train_step.make_train_step(model, objective, tx, schedule))
+  losses = []
+  for batch in [first] + [next(batches) for _ in range(steps - 1)]:
+    state, metrics = step(state, batch)
+    losses.append(float(metrics["loss"][0]))
+  return state.params, losses
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory):
+  """300 documents of the embedded corpus and a SentencePiece vocab with 20 sentinels."""
+  documents = corpus.documents("train")[:300]
+  vocab = vocab_training.train_sentencepiece(
+      [s for d in documents for s in d.split("\n")], 400,
+      str(tmp_path_factory.mktemp("spm")), extra_ids=20)
+  source = seqio.FunctionDataSource(
+      lambda split, shuffle_files, seed=None: tf.data.Dataset.from_tensor_slices(
+          {"text": documents}), splits=["train"])
+  return vocab, source
+
+
+def test_tiny_t5_learns_span_corruption(small_corpus):
+  vocab, source = small_corpus
+  ds = tasks.get_dataset("t5_span_corruption", sequence_length=64, batch_size=16,
+                         source=source, vocabulary=vocab, seed=0)
+  batches = ds.as_numpy_iterator()
+  _, losses = train(tiny_t5(vocab.vocab_size), batches, steps=40)
+  assert np.isfinite(losses).all()
+  assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 1.0, losses
