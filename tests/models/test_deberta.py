@@ -113,7 +113,7 @@ def test_unsupported_options_are_named():
 
 
 # ----------------------------------------------------------------------------- EMD
-TINY = deberta.DebertaConfig(vocab_size=53, hidden_size=32, num_layers=2, num_heads=4,
+TINY = deberta.DebertaConfig(vocab_size=54, hidden_size=32, num_layers=2, num_heads=4,
                              intermediate_size=48, max_position_embeddings=32,
                              position_buckets=4, max_relative_positions=16)
 
@@ -142,6 +142,25 @@ def test_enhanced_mask_decoder_injects_absolute_positions():
       k: v for k, v in params["deberta"]["embeddings"].items() if k != "position_embeddings"}}
   logits = lambda p: plain.apply({"params": plain_params}, ids, position_ids=p)["logits"]
   np.testing.assert_allclose(logits(pos), logits(pos + 3), atol=1e-6)
+
+
+def test_sharded_4x2_equals_one_device():
+  from bertjax import partitioning
+  model, params, run = _emd_model()
+  ids = np.random.default_rng(1).integers(0, TINY.vocab_size, (8, 12)).astype(np.int32)
+  pos = np.broadcast_to(np.arange(12), ids.shape).astype(np.int32)
+  mesh, rules = partitioning.make_mesh((4, 2)), partitioning.axis_rules()
+  boxed = jax.eval_shape(lambda: bert.init_params(model, jax.random.PRNGKey(0), boxed=True))
+  shardings = partitioning.shardings_for(boxed, mesh, rules)
+  # Heads, MLP and vocab really are split over the 2-way model axis.
+  kernel = shardings["emd"]["layer"]["attention"]["query"]["kernel"]
+  assert kernel.spec[1] == "model"
+  data = partitioning.batch_sharding(mesh, rules)
+  sharded = partitioning.jit_sharded(
+      lambda p, i, q: model.apply({"params": p}, i, position_ids=q)["logits"], mesh, rules,
+      (shardings, data, data), partitioning.replicated(mesh))
+  got = sharded(partitioning.place(params, shardings), ids, pos)
+  np.testing.assert_allclose(np.asarray(got), np.asarray(run(params, ids, pos)), atol=1e-5)
 
 
 def test_emd_model_refuses_export_as_hf_masked_lm(tmp_path):
