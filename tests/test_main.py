@@ -73,3 +73,18 @@ def test_train_then_evaluate_writes_configs_and_results(tmp_path):
   results = main.run(str(tmp_path), "evaluate")
   assert 0.0 <= results["mlm_accuracy"] <= 1.0 and results["eval_batches"] == 2
   assert (tmp_path / "results.json").exists()
+
+
+@pytest.mark.slow
+def test_quickstart_config_trains(tmp_path):
+  """gin/quickstart.gin on the embedded corpus, cut to a few small steps."""
+  main.parse_gin(["quickstart.gin"], [
+      "Trainer.num_train_steps = 30", "Trainer.batch_size = 8", "Trainer.sequence_length = 64",
+      "Trainer.log_every = 5", "Trainer.checkpoint_every = 30", "Trainer.eval_every = 0",
+      "Trainer.eval_steps = 2", "Trainer.show_progress = False",
+      "warmup_linear_decay.warmup_steps = 5"])
+  summary = main.run(str(tmp_path), "train_and_evaluate")
+  losses = [r["loss"] for r in tl.metrics(str(tmp_path))]
+  assert losses[-1] < losses[0] - 0.5, losses
+  assert summary["step"] == 30 and 0.0 <= summary["eval"]["mlm_accuracy"] <= 1.0
+  assert os.path.exists(summary["loss_curve"])
