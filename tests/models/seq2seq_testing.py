@@ -25,3 +25,18 @@ def cached_vs_full_logits(module, params, input_ids, attention_mask, decoder_inp
     cache = state["cache"]
     cached.append(np.asarray(out["logits"]))
   return np.asarray(full), np.concatenate(cached, axis=1)
+
+
+def generate_both(torch_model, ours, input_ids, attention_mask, **kwargs):
+  """(transformers' generate, bertjax.decoding.generate) token ids for the same settings."""
+  import torch
+  from bertjax import decoding
+  start = ours.config.decoder_start_token_id
+  with torch.no_grad():
+    expected = torch_model.generate(torch.as_tensor(input_ids),
+                                    attention_mask=torch.as_tensor(attention_mask),
+                                    decoder_start_token_id=start, do_sample=False,
+                                    **kwargs).numpy()
+  got = decoding.generate(ours.module, ours.params, input_ids, attention_mask,
+                          model_config=ours.config, **kwargs)
+  return expected, got

@@ -164,3 +164,14 @@ def test_cached_decoding_equals_full_decoding(prompt_length, tmp_path):
       ours.module, ours.params, inputs["input_ids"], inputs["attention_mask"], decoder_ids,
       prompt_length)
   np.testing.assert_allclose(cached, full, atol=1e-4)
+
+
+@pytest.mark.parametrize("settings", [dict(num_beams=1), dict(num_beams=3, length_penalty=0.7)])
+def test_generate_equals_reference_generate(settings, tmp_path):
+  torch_model, path = reference("T5ForConditionalGeneration", "v1_1", tmp_path)
+  ours = bertjax.from_hf(path)
+  inputs = seq2seq_batch(ODD_CONFIG["vocab_size"], seed=2)
+  expected, got = seq2seq_testing.generate_both(
+      torch_model, ours, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=8,
+      **settings)
+  np.testing.assert_array_equal(got, expected)
