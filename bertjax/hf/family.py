@@ -53,6 +53,20 @@ class Family(abc.ABC):
     """The reference's call arguments -> our module's (e.g. XLNet's per-layer `mems` list)."""
     return dict(inputs)
 
+  def state_from_hf(self, state: Mapping[str, Any], config: Any) -> dict:
+    """The HF state dict as the rules read it (e.g. GPT's fused, [in, out] Conv1D weights
+    split into per-projection torch-Linear tensors)."""
+    return dict(state)
+
+  def state_to_hf(self, state: Mapping[str, Any], config: Any) -> dict:
+    """The inverse of `state_from_hf`, applied to what the rules write."""
+    return dict(state)
+
+  def can_generate(self, architecture: str) -> bool:
+    """Whether `architecture` has a language-model head that `HFModel.generate` decodes with
+    (bertjax.decoding: decoder-only `__call__(..., decode=True)` or `encode`/`decode` methods)."""
+    return architecture.endswith(("LMHeadModel", "ForCausalLM", "ForConditionalGeneration"))
+
   def outputs(self, architecture: str, outputs: Mapping[str, Any]) -> dict:
     names = self.architectures[architecture] + ("hidden_states",)
     return {k: v for k, v in outputs.items() if k in names and v is not None}

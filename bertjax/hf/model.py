@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import traverse_util
 
+from bertjax import decoding
 from bertjax.hf import io, mapping, registry
 from bertjax.hf.family import Family
 
@@ -36,6 +37,15 @@ class HFModel:
     static = tuple(sorted((k, v) for k, v in inputs.items() if v is not None and not _is_array(v)))
     outputs = _apply(self.module, static)(self.params, arrays)
     return {k: np.asarray(v) for k, v in self.family.outputs(self.architecture, outputs).items()}
+
+  def generate(self, input_ids, attention_mask=None, **kwargs) -> np.ndarray:
+    """Token ids as transformers' `generate` returns them (greedy, beam search, sampling;
+    see bertjax.decoding.generate for the arguments)."""
+    if not self.family.can_generate(self.architecture):
+      raise ValueError(f"{self.architecture} has no language-model head to generate with; "
+                       "load a ...LMHeadModel / ...ForConditionalGeneration checkpoint.")
+    return decoding.generate(self.module, self.params, input_ids, attention_mask,
+                             model_config=self.config, **kwargs)
 
 
 def _is_array(value) -> bool:
@@ -65,6 +75,7 @@ def from_hf(path: str | os.PathLike) -> HFModel:
   config = family.config_from_hf(hf_config)
   module = family.make_module(architecture, config)
   state, weights_file = io.load_state_dict(path)
+  state = family.state_from_hf(state, config)
   rules = family.rules(architecture, config)
   flat = mapping.hf_to_ours(rules, state, expected_shapes(family, module, config), weights_file)
   leftovers = [k for k in mapping.unused_keys(rules, state, _num_layers(config))
@@ -81,6 +92,7 @@ def to_hf(model: HFModel, path: str | os.PathLike) -> None:
   flat = {k: np.asarray(v) for k, v in
           traverse_util.flatten_dict(jax.device_get(model.params), sep="/").items()}
   state = mapping.ours_to_hf(model.family.rules(model.architecture, model.config), flat)
+  state = model.family.state_to_hf(state, model.config)
   io.write_model_dir(path, model.family.config_to_hf(model.config, model.architecture), state)
 
 

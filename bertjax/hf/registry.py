@@ -18,6 +18,8 @@ FAMILIES: dict[str, str] = {
     "t5": "bertjax.hf.t5:T5Family",
     "bart": "bertjax.hf.bart:BartFamily",
     "xlnet": "bertjax.hf.xlnet:XLNetFamily",
+    "gpt2": "bertjax.hf.gpt:GPT2Family",
+    "openai-gpt": "bertjax.hf.gpt:OpenAIGPTFamily",
 }
 
 

@@ -19,7 +19,8 @@ class TransformerLayer(nn.Module):
   """Self-attention + feed-forward with residuals; post-LN (BERT) or pre-LN (GPT-2).
 
   Called as a scan body: `(x, mask, bias) -> (x, x or None)`, the second output being
-  the layer's hidden state when `emit_hidden_state` is set.
+  the layer's hidden state when `emit_hidden_state` is set. `decode`: self-attention
+  with a key/value cache (bertjax.decoding).
   """
   num_heads: int
   head_dim: int
@@ -34,13 +35,14 @@ class TransformerLayer(nn.Module):
   dtype: Dtype = jnp.float32
   deterministic: bool = True
   emit_hidden_state: bool = False
+  decode: bool = False
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: Optional[jax.Array] = None,
                bias: Optional[jax.Array] = None):
     attn = attention.MultiHeadAttention(
         self.num_heads, self.head_dim, self.attention_dropout, self.use_bias,
-        init_std=self.init_std, dtype=self.dtype, name="attention")
+        init_std=self.init_std, dtype=self.dtype, decode=self.decode, name="attention")
     mlp = ffn.MlpBlock(self.intermediate_size, self.activation, self.hidden_dropout,
                        self.use_bias, self.init_std, self.dtype, name="mlp")
     attention_norm = norms.LayerNorm(self.layer_norm_eps, self.dtype, name="attention_norm")
@@ -83,15 +85,19 @@ class TransformerStack(nn.Module):
   @nn.compact
   def __call__(self, x: jax.Array, mask: Optional[jax.Array] = None,
                bias: Optional[jax.Array] = None, *, deterministic: bool = True,
-               output_hidden_states: bool = False):
-    """Returns (final hidden state, [num_layers + 1, B, L, H] hidden states or None)."""
+               output_hidden_states: bool = False, decode: bool = False):
+    """Returns (final hidden state, [num_layers + 1, B, L, H] hidden states or None).
+
+    decode: incremental decoding; each layer keeps its key/value cache in the 'cache'
+    collection (stacked on the layer axis like the parameters).
+    """
     layer_cls = TransformerLayer
     if self.remat:
       layer_cls = nn.remat(layer_cls, prevent_cse=False)
     stacked = nn.scan(
         layer_cls,
         # Shared parameters are broadcast: created once, the same at every step.
-        variable_axes={} if self.share_parameters else {"params": 0},
+        variable_axes={"cache": 0} if self.share_parameters else {"params": 0, "cache": 0},
         variable_broadcast="params" if self.share_parameters else False,
         split_rngs={"params": not self.share_parameters, "dropout": True},
         in_axes=(nn.broadcast, nn.broadcast),
@@ -104,5 +110,5 @@ class TransformerStack(nn.Module):
         hidden_dropout=self.hidden_dropout, attention_dropout=self.attention_dropout,
         layer_norm_eps=self.layer_norm_eps, pre_norm=self.pre_norm, use_bias=self.use_bias,
         init_std=self.init_std, dtype=self.dtype, deterministic=deterministic,
-        emit_hidden_state=output_hidden_states, name="layers")(x, mask, bias)
+        emit_hidden_state=output_hidden_states, decode=decode, name="layers")(x, mask, bias)
     return x, per_layer
