@@ -49,6 +49,7 @@ def test_senteval_snli_reader():
   assert len(dev) == 9842 and set(np.unique(dev.label)) == {0, 1, 2}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective,examples,num_labels", [
     (siamese.SoftmaxLoss(), NLI, 3),
     (siamese.CosineSimilarityLoss(),
