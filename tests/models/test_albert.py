@@ -8,7 +8,7 @@ import transformers
 
 import bertjax
 from bertjax.models import albert, bert
-from tests import hf_testing
+from tests import hf_testing, pretraining_testlib
 
 ODD_CONFIG = dict(vocab_size=101, embedding_size=24, hidden_size=48, num_hidden_layers=3,
                   num_attention_heads=3, intermediate_size=37, max_position_embeddings=40,
@@ -103,3 +103,20 @@ def test_parameter_counts_equal_reference_and_paper(size):
   encoder = count(jax.eval_shape(lambda: bert.init_params(albert.AlbertModel(cfg),
                                                           jax.random.PRNGKey(0))))
   assert abs(encoder / 1e6 - PAPER_MILLIONS[size]) / PAPER_MILLIONS[size] < 0.06
+
+
+@pytest.mark.slow
+def test_trains_under_its_gin_recipe(tmp_path):
+  """runs/albert_pretrain.gin (LAMB) + models/albert_base.gin + objectives/albert_mlm_sop.gin
+  on the embedded corpus, shrunk to a tiny shared-layer model."""
+  records = pretraining_testlib.train(
+      tmp_path, ["runs/albert_pretrain.gin", "models/albert_base.gin",
+                 "objectives/albert_mlm_sop.gin"],
+      [f"build_model.config_overrides = {{{pretraining_testlib.TINY}, 'embedding_size': 16}}",
+       # LAMB scales steps by the weights' norm, tiny at init: a larger rate for 40 steps.
+       "warmup_linear_decay.peak_value = 0.02"])
+  assert "make_optimizer.optimizer = @lamb" in (tmp_path / "operative_config.gin").read_text()
+  assert all("sop_accuracy" in r for r in records)
+  loss = pretraining_testlib.early_late(records, "mlm_loss")
+  accuracy = pretraining_testlib.early_late(records, "mlm_accuracy")
+  assert loss[1] < loss[0] - 0.2 and accuracy[1] > accuracy[0], (loss, accuracy)

@@ -8,8 +8,9 @@ import torch
 import transformers
 
 import bertjax
+from bertjax import checkpoints
 from bertjax.models import bert, distilbert, distillation
-from tests import hf_testing
+from tests import hf_testing, pretraining_testlib
 
 ODD_CONFIG = dict(vocab_size=101, dim=48, n_layers=3, n_heads=3, hidden_dim=37,
                   max_position_embeddings=40, dropout=0.1, attention_dropout=0.1)
@@ -121,3 +122,37 @@ def test_parameter_count_equals_reference():
     reference_model = transformers.DistilBertForMaskedLM(transformers.DistilBertConfig())
   assert (sum(x.size for x in jax.tree_util.tree_leaves(ours))
           == sum(p.numel() for p in reference_model.parameters()))
+
+
+@pytest.mark.slow
+def test_distils_under_its_gin_recipe(tmp_path):
+  """runs/distilbert_pretrain.gin + models/distilbert_base.gin + objectives/distilbert_distill.gin:
+  a 1-layer student initialised from a 2-layer BERT teacher (python -m bertjax.models.distilbert's
+  checkpoint), teacher frozen, triple loss on the embedded corpus."""
+  vocab = pretraining_testlib.VOCAB_SIZE
+  config = transformers.BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2,
+                                   num_attention_heads=2, intermediate_size=64,
+                                   max_position_embeddings=66)
+  torch.manual_seed(0)
+  hf_testing.redraw_weights(transformers.BertForMaskedLM(config), std=0.3).save_pretrained(
+      tmp_path / "teacher")
+  student_cfg, layers = distilbert.write_init_checkpoint(str(tmp_path / "teacher"),
+                                                         str(tmp_path / "init"))
+  assert layers == [0] and student_cfg.num_layers == 1
+  tiny = pretraining_testlib.TINY
+  records = pretraining_testlib.train(
+      tmp_path / "run", ["runs/distilbert_pretrain.gin", "models/distilbert_base.gin",
+                         "objectives/distilbert_distill.gin"],
+      [f"student/build_model.config_overrides = {{{tiny}, 'num_layers': 1}}",
+       f"teacher/build_model.config_overrides = {{{tiny}}}",
+       f"DISTILLATION_INIT = '{tmp_path / 'init'}'"])
+  # The teacher never moved: its final weights are the checkpoint's.
+  final, _ = checkpoints.load_params(str(tmp_path / "run"))
+  initial, _ = checkpoints.load_params(str(tmp_path / "init"))
+  same = jax.tree.map(np.array_equal, final["teacher"], initial["teacher"])
+  assert all(jax.tree.leaves(same))
+  ce = pretraining_testlib.early_late(records, "distill_ce_loss")
+  cos = pretraining_testlib.early_late(records, "cos_loss")
+  agreement = pretraining_testlib.early_late(records, "teacher_agreement")
+  assert ce[1] < ce[0] and cos[1] < cos[0], (ce, cos)
+  assert agreement[1] > agreement[0] + 0.02, agreement

@@ -8,7 +8,7 @@ import transformers
 
 import bertjax
 from bertjax.models import bert, roberta
-from tests import hf_testing
+from tests import hf_testing, pretraining_testlib
 
 PAD = 1
 ODD_CONFIG = dict(vocab_size=103, hidden_size=48, num_hidden_layers=3, num_attention_heads=4,
@@ -102,3 +102,18 @@ def test_parameter_counts_equal_reference(size):
     reference_model = transformers.RobertaForMaskedLM(hf_config)
   assert (sum(x.size for x in jax.tree_util.tree_leaves(ours))
           == sum(p.numel() for p in reference_model.parameters()))
+
+
+@pytest.mark.slow
+def test_trains_under_its_gin_recipe(tmp_path):
+  """runs/roberta_pretrain.gin + models/roberta_base.gin + objectives/roberta_mlm.gin
+  (dynamic masking, FULL-SENTENCES, AdamW b2 0.98) on the embedded corpus, shrunk."""
+  records = pretraining_testlib.train(
+      tmp_path, ["runs/roberta_pretrain.gin", "models/roberta_base.gin",
+                 "objectives/roberta_mlm.gin"],
+      [f"build_model.config_overrides = {{{pretraining_testlib.TINY}}}"])
+  operative = (tmp_path / "operative_config.gin").read_text()
+  assert "adamw.b2 = 0.98" in operative and "'roberta_mlm'" in operative
+  loss = pretraining_testlib.early_late(records, "loss")
+  accuracy = pretraining_testlib.early_late(records, "mlm_accuracy")
+  assert loss[1] < loss[0] - 0.2 and accuracy[1] > accuracy[0] + 0.01, (loss, accuracy)
