@@ -174,6 +174,7 @@ def test_emd_model_refuses_export_as_hf_masked_lm(tmp_path):
 
 
 # ----------------------------------------------------------------------------- gin run
+@pytest.mark.slow
 def test_tiny_deberta_with_emd_trains_under_its_gin_config(tmp_path):
   import gin
   from bertjax import main, trainer

@@ -127,6 +127,7 @@ def _train(model_dir, objective_gin, steps, fraction, *extra):
   return tl.metrics(model_dir)
 
 
+@pytest.mark.slow
 def test_joint_electra_trains_under_its_gin_config(tmp_path):
   records = _train(tmp_path / "run", "objectives/electra.gin", 30, 0.5)
   keys = ("loss", "mlm_loss", "rtd_loss", "rtd_accuracy")
