@@ -93,3 +93,55 @@ def test_tiny_t5_learns_span_corruption(small_corpus):
   _, losses = train(tiny_t5(vocab.vocab_size), batches, steps=40)
   assert np.isfinite(losses).all()
   assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 1.0, losses
+
+
+def _toy_sentiment(vocab, n: int, seed: int):
+  """'sst2 sentence: ...' -> 'positive' / 'negative': the label is the polarity word hidden
+  among filler words, so the model must read the input to answer."""
+  rng = np.random.default_rng(seed)
+  filler = "the model returns a list of values for each token in the input".split()
+  polar = {"positive": ["good", "great", "fine"], "negative": ["bad", "wrong", "broken"]}
+  inputs, targets, labels = [], [], []
+  for _ in range(n):
+    label = rng.choice(sorted(polar))
+    words = list(rng.choice(filler, 6)) + [rng.choice(polar[label])]
+    rng.shuffle(words)
+    inputs.append(vocab.encode("sst2 sentence: " + " ".join(words)) + [vocab.eos_id])
+    targets.append(vocab.encode(label) + [vocab.eos_id])
+    labels.append(label)
+  return inputs, targets, labels
+
+
+def _pad(rows, length):
+  out = np.zeros((len(rows), length), np.int32)
+  for i, r in enumerate(rows):
+    out[i, :len(r)] = r[:length]
+  return out
+
+
+def test_tiny_t5_learns_a_text_to_text_task(small_corpus):
+  from bertjax import decoding
+  vocab, _ = small_corpus
+  inputs, targets, _ = _toy_sentiment(vocab, 512, seed=0)
+  enc = _pad(inputs, 24)
+  labels = _pad(targets, 6)
+  decoder_inputs = np.concatenate([np.zeros((len(labels), 1), np.int32), labels[:, :-1]], 1)
+
+  def batches():
+    for i in range(0, 10 ** 6, 16):
+      rows = np.arange(i, i + 16) % len(enc)
+      yield {"input_ids": enc[rows], "attention_mask": (enc[rows] > 0).astype(np.int32),
+             "decoder_input_ids": decoder_inputs[rows], "labels": labels[rows],
+             "decoder_attention_mask": (labels[rows] > 0).astype(np.int32),
+             "label_weights": (labels[rows] > 0).astype(np.float32)}
+
+  model = tiny_t5(vocab.vocab_size)
+  params, losses = train(model, batches(), steps=80)
+  assert np.mean(losses[-5:]) < 0.2 * np.mean(losses[:5]), losses
+  test_inputs, _, test_labels = _toy_sentiment(vocab, 32, seed=1)
+  ids = _pad(test_inputs, 24)
+  out = decoding.generate(model, params, ids, (ids > 0).astype(np.int32),
+                          model_config=model.config, max_new_tokens=5)
+  predictions = [vocab.decode([t for t in row[1:] if t not in (0, vocab.eos_id)]) for row in out]
+  accuracy = np.mean([p == l for p, l in zip(predictions, test_labels)])
+  assert accuracy >= 0.9, list(zip(predictions, test_labels))
