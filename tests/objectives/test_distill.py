@@ -73,17 +73,17 @@ def test_hinton_objective_mixes_soft_and_label_terms_with_alpha():
   outputs = {"logits": s, "teacher_logits": t}
   objective = distill.Distillation(alpha=0.3, temperature=2.0, label_key="mlm_targets",
                                    weight_key="mlm_weights")
-  loss, metrics = jax.jit(objective)(outputs, batch)
+  teacher_only = distill.Distillation(temperature=2.0, weight_key="mlm_weights")
+  hard = distill.Distillation(hard=True, weight_key="mlm_weights")
+  (loss, metrics), (loss_t, _), (loss_h, _) = jax.jit(
+      lambda o, b: (objective(o, b), teacher_only(o, b), hard(o, b)))(outputs, batch)
   mask = np.asarray(weights) > 0
   soft = np.asarray(distill.soft_target_loss(s, t, 2.0))[mask].mean()
   ce = -np.asarray(jnp.take_along_axis(jax.nn.log_softmax(s), labels[..., None], -1))[..., 0][mask]
   np.testing.assert_allclose(loss, 0.3 * soft + 0.7 * ce.mean(), rtol=1e-5)
   assert float(metrics["distill_soft_loss"][1]) == 4.0
   # Teacher-only distillation ignores labels; the hard variant swaps the soft term.
-  loss_t, _ = jax.jit(distill.Distillation(temperature=2.0, weight_key="mlm_weights"))(outputs,
-                                                                                       batch)
   np.testing.assert_allclose(loss_t, soft, rtol=1e-5)
-  loss_h, _ = jax.jit(distill.Distillation(hard=True, weight_key="mlm_weights"))(outputs, batch)
   np.testing.assert_allclose(
       loss_h, np.asarray(distill.hard_target_loss(s, t))[mask].mean(), rtol=1e-5)
 
@@ -97,10 +97,12 @@ def test_classifier_logits_need_no_weights():
 
 
 def test_cosine_loss_bounds():
-  h = logits(13, (2, 3, 8))
-  np.testing.assert_allclose(distill.cosine_loss(h, h), 0.0, atol=1e-6)
-  np.testing.assert_allclose(distill.cosine_loss(h, -h), 2.0, atol=1e-6)
-  np.testing.assert_allclose(distill.cosine_loss(h, 5.0 * h), 0.0, atol=1e-6)
+  same, opposite, scaled = jax.jit(lambda h: (
+      distill.cosine_loss(h, h), distill.cosine_loss(h, -h), distill.cosine_loss(h, 5.0 * h)))(
+          logits(13, (2, 3, 8)))
+  np.testing.assert_allclose(same, 0.0, atol=1e-6)
+  np.testing.assert_allclose(opposite, 2.0, atol=1e-6)
+  np.testing.assert_allclose(scaled, 0.0, atol=1e-6)
 
 
 def test_distilbert_triple_loss_weights_its_terms():
@@ -112,12 +114,17 @@ def test_distilbert_triple_loss_weights_its_terms():
            "mlm_weights": mlm_weights}
   outputs = {"logits": s, "teacher_logits": t, "last_hidden_state": hs,
              "teacher_last_hidden_state": ht}
-  mean = lambda m: {k: float(v[0] / v[1]) for k, v in m.items()}
-  _, metrics = jax.jit(distill.DistilBertLoss())(outputs, batch)
-  parts = mean(metrics)
-  for a_ce, a_mlm, a_cos in ((5.0, 2.0, 1.0), (1.0, 0.0, 0.0), (0.0, 0.0, 3.0)):
-    objective = distill.DistilBertLoss(alpha_ce=a_ce, alpha_mlm=a_mlm, alpha_cos=a_cos)
-    loss, _ = jax.jit(objective)(outputs, batch)
+  alphas = ((5.0, 2.0, 1.0), (1.0, 0.0, 0.0), (0.0, 0.0, 3.0))
+
+  @jax.jit
+  def run(outputs, batch):
+    results = [distill.DistilBertLoss(alpha_ce=a, alpha_mlm=b, alpha_cos=c)(outputs, batch)
+               for a, b, c in alphas]
+    return results, distill.DistilBertLoss(ce_on_masked_only=True)(outputs, batch)[1]
+
+  results, masked_only = run(outputs, batch)
+  parts = {k: float(v[0] / v[1]) for k, v in results[0][1].items()}
+  for (a_ce, a_mlm, a_cos), (loss, _) in zip(alphas, results):
     expected = a_ce * parts["distill_ce_loss"] + a_mlm * parts["mlm_loss"] + a_cos * parts[
         "cos_loss"]
     np.testing.assert_allclose(loss, expected, rtol=1e-5)
@@ -126,5 +133,4 @@ def test_distilbert_triple_loss_weights_its_terms():
                              np.asarray(distill.soft_target_loss(s, t, 2.0))[real].mean(), rtol=1e-5)
   np.testing.assert_allclose(parts["cos_loss"],
                              np.asarray(distill.cosine_loss(hs, ht))[real].mean(), rtol=1e-5)
-  _, masked_only = distill.DistilBertLoss(ce_on_masked_only=True)(outputs, batch)
   assert float(masked_only["distill_ce_loss"][1]) == 2.0
