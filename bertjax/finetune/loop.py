@@ -94,6 +94,14 @@ def train_batches(arrays: Arrays, batch_size: int, num_steps: int, seed: int,
       step += 1
 
 
+def default_mesh(config: FinetuneConfig):
+  """Data parallel over as many devices as evenly split both batch sizes."""
+  devices = jax.devices()
+  count = max(d for d in range(1, len(devices) + 1) if len(devices) % d == 0
+              and config.batch_size % d == 0 and config.eval_batch_size % d == 0)
+  return partitioning.make_mesh((count, 1), devices=devices[:count])
+
+
 class Finetuner:
   """Holds one model's train state on a mesh; `train` then `predict`."""
 
@@ -110,7 +118,7 @@ class Finetuner:
       frozen: param path regexes not to train (e.g. '^encoder/' for a frozen encoder).
     """
     self.module, self.objective, self.config = module, objective, config
-    self.mesh = mesh or partitioning.make_mesh((-1, 1))
+    self.mesh = mesh or default_mesh(config)
     self.rules = rules
     self.tx, self.schedule = optimizers.make_optimizer(
         total_steps,

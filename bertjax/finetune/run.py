@@ -10,6 +10,7 @@ conll2003, swag; `--feature_mode=...` trains a head on frozen features instead (
 Table 7). The report (metrics, sizes, skipped rows, wall times, the command) is
 printed and written to OUTPUT_DIR/results.json.
 """
+import functools
 import json
 import os
 import sys
@@ -20,35 +21,43 @@ from absl import app, flags, logging
 from bertjax.finetune import encoders, glue, loop, pipelines
 from bertjax.finetune.tokenization import WordPiece
 
-FLAGS = flags.FLAGS
-flags.DEFINE_string("task", None, "Task name, e.g. sst2, stsb, mrpc, rte, squad11, conll2003.")
-flags.DEFINE_string("checkpoint", None, "Converted checkpoint (or HF model folder) to start from.")
-flags.DEFINE_string("tokenizer", None, "Tokenizer folder/file; default: the checkpoint's.")
-flags.DEFINE_string("output_dir", None, "Where results.json goes.")
-flags.DEFINE_string("data_dir", None, "Shared data folder; default bertjax.paths.data_dir().")
-flags.DEFINE_integer("max_seq_length", 128, "Padded length of every input.")
-flags.DEFINE_integer("batch_size", 32, "Training batch size.")
-flags.DEFINE_integer("eval_batch_size", 64, "Prediction batch size.")
-flags.DEFINE_float("learning_rate", 5e-5, "Peak AdamW learning rate.")
-flags.DEFINE_float("num_epochs", 3.0, "Training epochs over the (possibly subsampled) set.")
-flags.DEFINE_float("warmup_fraction", 0.1, "Share of steps with linear warmup.")
-flags.DEFINE_float("weight_decay", 0.01, "AdamW weight decay (not on biases / norms).")
-flags.DEFINE_integer("max_steps", None, "Train exactly this many steps (overrides epochs).")
-flags.DEFINE_integer("max_train_examples", None, "Use only the first N training examples.")
-flags.DEFINE_integer("max_eval_examples", None, "Use only the first N evaluation examples.")
-flags.DEFINE_enum("pooling", "pooler", ["pooler", "cls", "mean"], "Sequence vector for heads.")
-flags.DEFINE_integer("seed", 0, "Initialisation / shuffling / dropout seed.")
-flags.DEFINE_integer("log_every", 20, "Log training metrics every N steps.")
-flags.DEFINE_integer("doc_stride", 128, "SQuAD: tokens between window starts.")
-flags.DEFINE_integer("max_query_length", 64, "SQuAD: question tokens kept.")
-flags.DEFINE_integer("max_answer_length", 30, "SQuAD: longest answer span in tokens.")
-flags.DEFINE_integer("n_best_size", 20, "SQuAD: start / end candidates per window.")
-flags.DEFINE_string("squad_file", None, "SQuAD JSON; default the shared dev-v1.1.json.")
-flags.DEFINE_integer("squad_train_articles", 38,
+
+# A private flag set: `bertjax.convert` and others define the same names (--checkpoint)
+# in absl's global set, and one process (a test session) may import them all.
+FLAGS = flags.FlagValues()
+_DEFINE_string = functools.partial(flags.DEFINE_string, flag_values=FLAGS)
+_DEFINE_integer = functools.partial(flags.DEFINE_integer, flag_values=FLAGS)
+_DEFINE_float = functools.partial(flags.DEFINE_float, flag_values=FLAGS)
+_DEFINE_enum = functools.partial(flags.DEFINE_enum, flag_values=FLAGS)
+
+_DEFINE_string("task", None, "Task name, e.g. sst2, stsb, mrpc, rte, squad11, conll2003.")
+_DEFINE_string("checkpoint", None, "Converted checkpoint (or HF model folder) to start from.")
+_DEFINE_string("tokenizer", None, "Tokenizer folder/file; default: the checkpoint's.")
+_DEFINE_string("output_dir", None, "Where results.json goes.")
+_DEFINE_string("data_dir", None, "Shared data folder; default bertjax.paths.data_dir().")
+_DEFINE_integer("max_seq_length", 128, "Padded length of every input.")
+_DEFINE_integer("batch_size", 32, "Training batch size.")
+_DEFINE_integer("eval_batch_size", 64, "Prediction batch size.")
+_DEFINE_float("learning_rate", 5e-5, "Peak AdamW learning rate.")
+_DEFINE_float("num_epochs", 3.0, "Training epochs over the (possibly subsampled) set.")
+_DEFINE_float("warmup_fraction", 0.1, "Share of steps with linear warmup.")
+_DEFINE_float("weight_decay", 0.01, "AdamW weight decay (not on biases / norms).")
+_DEFINE_integer("max_steps", None, "Train exactly this many steps (overrides epochs).")
+_DEFINE_integer("max_train_examples", None, "Use only the first N training examples.")
+_DEFINE_integer("max_eval_examples", None, "Use only the first N evaluation examples.")
+_DEFINE_enum("pooling", "pooler", ["pooler", "cls", "mean"], "Sequence vector for heads.")
+_DEFINE_integer("seed", 0, "Initialisation / shuffling / dropout seed.")
+_DEFINE_integer("log_every", 20, "Log training metrics every N steps.")
+_DEFINE_integer("doc_stride", 128, "SQuAD: tokens between window starts.")
+_DEFINE_integer("max_query_length", 64, "SQuAD: question tokens kept.")
+_DEFINE_integer("max_answer_length", 30, "SQuAD: longest answer span in tokens.")
+_DEFINE_integer("n_best_size", 20, "SQuAD: start / end candidates per window.")
+_DEFINE_string("squad_file", None, "SQuAD JSON; default the shared dev-v1.1.json.")
+_DEFINE_integer("squad_train_articles", 38,
                      "SQuAD 1.1 here: train on the first N articles of the file, evaluate on "
                      "the rest (article-disjoint).")
-flags.DEFINE_float("null_threshold", 0.0, "SQuAD 2.0: answer '' when s_null - s_best > tau.")
-flags.DEFINE_string("feature_mode", None,
+_DEFINE_float("null_threshold", 0.0, "SQuAD 2.0: answer '' when s_null - s_best > tau.")
+_DEFINE_string("feature_mode", None,
                     "Feature-based (frozen encoder) NER instead of fine-tuning: one of "
                     "embeddings, last, second_last, sum_last4, concat_last4, sum_all, or 'all'.")
 
@@ -106,5 +115,11 @@ def main(argv):
       json.dump(report, f, indent=2, default=str)
 
 
+def parse_flags(argv: list[str]) -> list[str]:
+  """Parses our flags (and the global absl ones, for logging) from the command line."""
+  rest = FLAGS(argv, known_only=True)
+  return flags.FLAGS(rest)
+
+
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=parse_flags)
