@@ -152,3 +152,24 @@ def _xlnet_converter(vocab, pack):
 
 tasks.register_objective("xlnet_plm", xlnet_preprocessors, _XLNET_FEATURES, _xlnet_converter,
                          sequence_lengths=xlnet_lengths, pack=False)
+
+
+# ------------------------------------------------------------------ causal LM (GPT)
+@_configurable
+def causal_lm_preprocessors(vocab, cross_documents: bool = True,
+                            sentence_split: str = "newline"):
+  """GPT / BERT Table 5's LTR: contiguous [CLS] sentences ... [SEP] blocks, no masking;
+  the objective (bertjax.objectives.causal_lm) predicts each next token."""
+  return [functools.partial(pairs.tokenize_sentences, vocabulary=vocab,
+                            sentence_split=sentence_split),
+          functools.partial(pairs.full_sentences, cls_id=_role(vocab, "cls"),
+                            sep_id=_role(vocab, "sep"), cross_documents=cross_documents)]
+
+
+def _causal_lm_converter(vocab, pack):
+  return fc.EncoderFeatureConverter(pack=pack, mlm=False, pad_id=_role(vocab, "pad"))
+
+
+tasks.register_objective("causal_lm", causal_lm_preprocessors,
+                         {"input_ids": (tf.int32, 1), "token_type_ids": (tf.int32, 1)},
+                         _causal_lm_converter, pack=False)
