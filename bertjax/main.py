@@ -9,6 +9,10 @@ gin files are looked up as given, then under the repository's gin/ folder. The
 effective config is written to model_dir/config.gin before training starts, and the
 operative one (what was actually used) to model_dir/operative_config.gin at the end.
 Re-running the same command resumes from the latest checkpoint in model_dir.
+
+Multi-host (one command per host; see bertjax/distributed.py and tpu_scripts/):
+  python -m bertjax.main ... --coordinator_address=10.0.0.2:8476 --num_processes=4 --process_id=$I
+On a Cloud TPU VM pod slice the processes are found automatically (--multihost=auto).
 """
 import contextlib
 import importlib
@@ -20,7 +24,7 @@ import sys
 from absl import app, flags, logging
 import gin
 
-from bertjax import paths, trainer
+from bertjax import distributed, paths, trainer
 
 # Packages whose modules register gin configurables that gin files refer to by name;
 # all are imported before parsing so any family's config parses (and typos fail).
@@ -113,6 +117,10 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   logging.set_verbosity(logging.WARNING)
+  try:  # Multi-process runs join before anything touches a JAX backend.
+    distributed.initialize_from_flags()
+  except (ValueError, distributed.DistributedInitError) as e:
+    sys.exit(f"Could not start the multi-process run: {e}")
   try:
     parse_gin(_GIN_FILE.value, _GIN_BINDINGS.value)
   except (ValueError, IOError, SyntaxError) as e:
@@ -121,7 +129,8 @@ def main(argv):
     results = run(_MODEL_DIR.value, _MODE.value)
   except trainer.NonFiniteLossError as e:
     sys.exit(f"Training stopped: {e}")
-  _report(_MODEL_DIR.value, results)
+  if distributed.is_coordinator():
+    _report(_MODEL_DIR.value, results)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ The pipelines are deterministic for a seed, so a resumed run restores its input
 position exactly by skipping the batches it already consumed.
 """
 import itertools
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
 import gin
 import jax
@@ -65,6 +65,33 @@ def host_batch_size(global_batch_size: int) -> int:
     raise ValueError(f"batch_size={global_batch_size} is not divisible by the "
                      f"{jax.process_count()} processes of this job.")
   return global_batch_size // jax.process_count()
+
+
+class HostShard(NamedTuple):
+  """The slice of every global batch this process feeds: rows
+  [shard_id * batch_size, (shard_id + 1) * batch_size), one of num_shards."""
+  shard_id: int
+  num_shards: int
+  batch_size: int
+
+
+def host_shard(global_batch_size: int, sharding: jax.sharding.Sharding) -> HostShard:
+  """Which rows of the global batch this process's devices hold under `sharding`.
+
+  Usually process i of N holds shard i of N; when a mesh axis other than the batch's
+  spans processes (e.g. `model` across hosts), several processes hold the same rows
+  and must read the same shard, which `to_global` then expects from each of them.
+  """
+  index_map = sharding.addressable_devices_indices_map((global_batch_size,))
+  rows = sorted({idx[0].indices(global_batch_size)[:2] for idx in index_map.values()})
+  start, stop = rows[0][0], rows[-1][1]
+  size = stop - start
+  if sum(b - a for a, b in rows) != size or start % size or global_batch_size % size:
+    raise ValueError(
+        f"This process's devices hold rows {rows} of the global batch of "
+        f"{global_batch_size}, not one contiguous shard; order the mesh so each process's "
+        f"devices are adjacent along the batch axis (make_mesh.dcn_shape for multi-slice).")
+  return HostShard(start // size, global_batch_size // size, size)
 
 
 def iterate(dataset: Any, skip: int = 0) -> Iterator[Batch]:

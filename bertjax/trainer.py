@@ -104,10 +104,10 @@ class Trainer:
   def _dataset(self, task: str | None, split: str, batch_size: int):
     if task is None:
       raise ValueError("No task to read: bind Trainer.train_task (and optionally eval_task).")
-    return self.data_fn(task, split=split,
-                        batch_size=train_inputs.host_batch_size(batch_size),
+    shard = train_inputs.host_shard(batch_size, self.batch_sharding)
+    return self.data_fn(task, split=split, batch_size=shard.batch_size,
                         sequence_length=self.sequence_length, seed=self.data_seed,
-                        shard_id=jax.process_index(), num_shards=jax.process_count())
+                        shard_id=shard.shard_id, num_shards=shard.num_shards)
 
   # ------------------------------------------------------------------------- state
   def _setup_state(self, example: dict) -> None:
@@ -189,7 +189,7 @@ class Trainer:
 
   def evaluate(self, params: Any, writer=None, step: int = 0) -> dict[str, float]:
     """Metrics over `eval_steps` batches of the eval split (all of it when None)."""
-    host_bs = train_inputs.host_batch_size(self.eval_batch_size)
+    host_bs = train_inputs.host_shard(self.eval_batch_size, self.batch_sharding).batch_size
     dataset = self._dataset(self.eval_task, self.eval_split, self.eval_batch_size)
     total, batches = None, 0
     for batch in train_inputs.take(train_inputs.iterate(dataset), self.eval_steps):
