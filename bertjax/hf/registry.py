@@ -9,6 +9,8 @@ from bertjax.hf.family import Family
 
 FAMILIES: dict[str, str] = {
     "bert": "bertjax.hf.bert:BertFamily",
+    "big_bird": "bertjax.hf.bigbird:BigBirdFamily",
+    "longformer": "bertjax.hf.longformer:LongformerFamily",
     "electra": "bertjax.hf.electra:ElectraFamily",
     "deberta": "bertjax.hf.deberta:DebertaFamily",
     "deberta-v2": "bertjax.hf.deberta:DebertaV2Family",

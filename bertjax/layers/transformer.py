@@ -4,7 +4,8 @@ Stacking with `nn.scan` compiles one layer body instead of L copies (fast compil
 24-layer models) and stores each parameter with a leading `layers` axis. ALBERT's
 cross-layer sharing is the same scan with the parameters broadcast instead of stacked.
 """
-from typing import Optional
+import functools
+from typing import Any, Optional
 
 import flax.linen as nn
 import jax
@@ -36,13 +37,22 @@ class TransformerLayer(nn.Module):
   deterministic: bool = True
   emit_hidden_state: bool = False
   decode: bool = False
+  # Long-sequence attention (a spec from bertjax.layers.sparse / lowrank; None = dense).
+  attention_spec: Optional[Any] = None
+  num_layers: int = 1  # depth of the stack, for per-layer attention patterns
 
   @nn.compact
-  def __call__(self, x: jax.Array, mask: Optional[jax.Array] = None,
-               bias: Optional[jax.Array] = None):
-    attn = attention.MultiHeadAttention(
-        self.num_heads, self.head_dim, self.attention_dropout, self.use_bias,
-        init_std=self.init_std, dtype=self.dtype, decode=self.decode, name="attention")
+  def __call__(self, x: jax.Array, mask: Optional[Any] = None,
+               bias: Optional[jax.Array] = None, layer_index: Optional[jax.Array] = None):
+    if self.attention_spec is None:
+      attn = attention.MultiHeadAttention(
+          self.num_heads, self.head_dim, self.attention_dropout, self.use_bias,
+          init_std=self.init_std, dtype=self.dtype, decode=self.decode, name="attention")
+    else:
+      attn = functools.partial(self.attention_spec.make(
+          num_heads=self.num_heads, head_dim=self.head_dim, dropout_rate=self.attention_dropout,
+          use_bias=self.use_bias, init_std=self.init_std, dtype=self.dtype,
+          num_layers=self.num_layers, name="attention"), layer_index=layer_index)
     mlp = ffn.MlpBlock(self.intermediate_size, self.activation, self.hidden_dropout,
                        self.use_bias, self.init_std, self.dtype, name="mlp")
     attention_norm = norms.LayerNorm(self.layer_norm_eps, self.dtype, name="attention_norm")
@@ -81,6 +91,9 @@ class TransformerStack(nn.Module):
   dtype: Dtype = jnp.float32
   share_parameters: bool = False
   remat: bool = False
+  # Long-sequence attention spec (bertjax.layers.sparse / lowrank); None = dense. The mask
+  # is then the spec's `encoder_mask` (a TokenMask) and each layer gets its index.
+  attention_spec: Optional[Any] = None
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: Optional[jax.Array] = None,
@@ -91,6 +104,8 @@ class TransformerStack(nn.Module):
     decode: incremental decoding; each layer keeps its key/value cache in the 'cache'
     collection (stacked on the layer axis like the parameters).
     """
+    if hasattr(self.attention_spec, "stack_inputs"):  # e.g. Linformer's layerwise projection
+      mask = self.attention_spec.stack_inputs(self, mask)
     layer_cls = TransformerLayer
     if self.remat:
       layer_cls = nn.remat(layer_cls, prevent_cse=False)
@@ -100,7 +115,7 @@ class TransformerStack(nn.Module):
         variable_axes={"cache": 0} if self.share_parameters else {"params": 0, "cache": 0},
         variable_broadcast="params" if self.share_parameters else False,
         split_rngs={"params": not self.share_parameters, "dropout": True},
-        in_axes=(nn.broadcast, nn.broadcast),
+        in_axes=(nn.broadcast, nn.broadcast) + ((0,) if self.attention_spec is not None else ()),
         length=self.num_layers,
         metadata_params={} if self.share_parameters else {nn.PARTITION_NAME: "layers"},
     )
@@ -110,5 +125,17 @@ class TransformerStack(nn.Module):
         hidden_dropout=self.hidden_dropout, attention_dropout=self.attention_dropout,
         layer_norm_eps=self.layer_norm_eps, pre_norm=self.pre_norm, use_bias=self.use_bias,
         init_std=self.init_std, dtype=self.dtype, deterministic=deterministic,
-        emit_hidden_state=output_hidden_states, decode=decode, name="layers")(x, mask, bias)
+        emit_hidden_state=output_hidden_states, decode=decode,
+        **self._attention_fields(), name="layers")(x, mask, bias, *self._layer_indices())
     return x, per_layer
+
+  def _attention_fields(self) -> dict:
+    if self.attention_spec is None:
+      return {}
+    return {"attention_spec": self.attention_spec, "num_layers": self.num_layers}
+
+  def _layer_indices(self) -> tuple:
+    """Scanned per-layer input: the layer's index (sparse patterns differ per layer)."""
+    if self.attention_spec is None:
+      return ()
+    return (jnp.arange(self.num_layers, dtype=jnp.int32),)

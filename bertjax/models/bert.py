@@ -4,13 +4,14 @@ Sizes follow Google's released checkpoints, including the "BERT miniatures"
 (Turc et al., 2019) for tiny / mini / small / medium.
 """
 import dataclasses
-from typing import Optional
+from typing import Any, Optional
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from bertjax.layers import activations, attention, dense, embeddings, norms, transformer
+from bertjax.layers import attention_types  # noqa: F401  (registers the gin `attention`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +31,9 @@ class BertConfig:
   pad_token_id: int = 0
   dtype: str = "float32"  # compute dtype; parameters are always float32
   remat: bool = False
+  # Long-sequence self-attention: a spec from bertjax.layers.attention_types.attention
+  # (BigBird, Longformer, Linformer); None = dense attention.
+  attention: Any = None
 
   def __post_init__(self):
     if self.hidden_size % self.num_heads:
@@ -96,15 +100,20 @@ class BertModel(nn.Module):
     self.encoder = transformer.TransformerStack(
         cfg.num_layers, cfg.num_heads, cfg.head_dim, cfg.intermediate_size, cfg.hidden_act,
         cfg.hidden_dropout, cfg.attention_dropout, cfg.layer_norm_eps,
-        init_std=cfg.initializer_range, dtype=dtype, remat=cfg.remat)
+        init_std=cfg.initializer_range, dtype=dtype, remat=cfg.remat,
+        attention_spec=cfg.attention)
     if self.add_pooling_layer:
       self.pooler = _dense(cfg.hidden_size, ("embed", "mlp"), cfg.initializer_range, dtype, "pooler")
 
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
                segment_ids=None, *, deterministic: bool = True,
-               output_hidden_states: bool = False) -> dict:
+               output_hidden_states: bool = False, global_attention_mask=None) -> dict:
+    """global_attention_mask: [B, L] tokens with global attention (Longformer attention)."""
     x = self.embeddings(input_ids, position_ids, token_type_ids, deterministic=deterministic)
-    mask = attention.encoder_mask(attention_mask, segment_ids)
+    if self.config.attention is None:
+      mask = attention.encoder_mask(attention_mask, segment_ids)
+    else:  # never an [L, L] mask: the spec's per-token TokenMask
+      mask = self.config.attention.encoder_mask(attention_mask, segment_ids, global_attention_mask)
     out, per_layer = self.encoder(x, mask, deterministic=deterministic,
                                   output_hidden_states=output_hidden_states)
     result = {"last_hidden_state": out,
