@@ -74,9 +74,11 @@ def test_encoder_matches_transformers_mean_pooling(model_dir):
   np.testing.assert_allclose(encoder.encode(SENTENCES[:3]), np.stack(expected), atol=1e-5)
 
 
-def test_encode_rejects_a_bare_string(model_dir):
+def test_encode_rejects_a_bare_string_and_accepts_nothing(model_dir):
+  encoder = encode.Encoder.from_checkpoint(model_dir)
   with pytest.raises(TypeError, match="list of sentences"):
-    encode.Encoder.from_checkpoint(model_dir).encode("a man")
+    encoder.encode("a man")
+  assert encoder.encode([]).shape == (0, 32)
 
 
 def test_read_lines_reports_invalid_utf8_by_line_number(tmp_path):
