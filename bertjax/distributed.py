@@ -186,10 +186,17 @@ def initialize(spec: ProcessSpec, timeout_s: float = 300, heartbeat_s: int = 100
         coordinator_address=spec.coordinator_address, num_processes=spec.num_processes,
         process_id=spec.process_id, initialization_timeout=int(timeout_s) + 30,
         heartbeat_timeout_seconds=heartbeat_s, shutdown_timeout_seconds=max(int(timeout_s), 30))
+    # Building the backend exchanges the device topology: a wait of its own.
+    count = jax.process_count()
   except (RuntimeError, ValueError) as e:  # e.g. cluster detection found nothing
     raise DistributedInitError(f"jax.distributed.initialize failed ({spec.describe()}): {e}") from e
   finally:
     timer.cancel()
+  if spec.explicit and count != spec.num_processes:
+    raise DistributedInitError(
+        f"This process was started with --num_processes={spec.num_processes} but the "
+        f"coordinator at {spec.coordinator_address} runs {count}; start every process with "
+        f"the same --num_processes.")
   if jax.process_index() != 0:
     logging.set_verbosity(logging.ERROR)  # Warnings and info from process 0 only.
   log(f"Joined {jax.process_count()} processes: {jax.device_count()} devices "

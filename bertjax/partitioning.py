@@ -45,26 +45,62 @@ def axis_rules(rules: LogicalRules = DEFAULT_RULES) -> tuple:
 
 @gin.configurable
 def make_mesh(shape: Sequence[int] = (-1, 1), axis_names: Sequence[str] = ("data", "model"),
-              devices: Optional[Sequence[jax.Device]] = None) -> Mesh:
-  """A mesh over `devices` (default: all, across every process); one -1 in shape is inferred."""
+              devices: Optional[Sequence[jax.Device]] = None,
+              dcn_shape: Optional[Sequence[int]] = None) -> Mesh:
+  """A mesh over `devices` (default: all, across every process); one -1 in shape is inferred.
+
+  Multi-slice (`dcn_shape` given): `shape` is the mesh inside each slice (fast ICI
+  links), `dcn_shape` how slices tile each axis over the slower data-center network;
+  the mesh is their elementwise product. Put only `data` (or FSDP) parallelism on
+  DCN. Devices without a slice (CPU, GPU) count each process as one slice.
+  """
   devices = list(jax.devices() if devices is None else devices)
-  shape = list(shape)
   if len(shape) != len(axis_names):
     raise ValueError(f"Mesh shape {tuple(shape)} and axis names {tuple(axis_names)} differ in length.")
-  if shape.count(-1) > 1:
-    raise ValueError(f"Mesh shape {tuple(shape)} has more than one -1; at most one axis is inferred.")
-  if -1 in shape:
-    known = math.prod(s for s in shape if s != -1)
-    if len(devices) % known:
-      raise ValueError(f"{len(devices)} devices do not divide into mesh shape {tuple(shape)}.")
-    shape[shape.index(-1)] = len(devices) // known
-  if math.prod(shape) != len(devices):
-    raise ValueError(f"Mesh shape {tuple(shape)} needs {math.prod(shape)} devices but "
-                     f"{len(devices)} are available; set make_mesh.shape in gin to match.")
+  if dcn_shape is not None:
+    return _multislice_mesh(shape, dcn_shape, axis_names, devices)
+  shape = _infer_shape(shape, len(devices))
   try:
     device_array = mesh_utils.create_device_mesh(shape, devices)
   except (AssertionError, ValueError, NotImplementedError):
     device_array = np.asarray(devices).reshape(shape)  # CPU / unusual topologies
+  return Mesh(device_array, tuple(axis_names))
+
+
+def _infer_shape(shape: Sequence[int], num_devices: int, what: str = "") -> list[int]:
+  """`shape` with its one -1 filled in so that it holds exactly num_devices."""
+  shape = list(shape)
+  if shape.count(-1) > 1:
+    raise ValueError(f"Mesh shape {tuple(shape)} has more than one -1; at most one axis is inferred.")
+  if -1 in shape:
+    known = math.prod(s for s in shape if s != -1)
+    if num_devices % known:
+      raise ValueError(f"{num_devices} devices{what} do not divide into mesh shape {tuple(shape)}.")
+    shape[shape.index(-1)] = num_devices // known
+  if math.prod(shape) != num_devices:
+    raise ValueError(f"Mesh shape {tuple(shape)} needs {math.prod(shape)} devices but "
+                     f"{num_devices} are available{what}; set make_mesh.shape in gin to match.")
+  return shape
+
+
+def _multislice_mesh(ici_shape: Sequence[int], dcn_shape: Sequence[int],
+                     axis_names: Sequence[str], devices: list) -> Mesh:
+  if len(dcn_shape) != len(axis_names):
+    raise ValueError(f"make_mesh.dcn_shape {tuple(dcn_shape)} and axis names "
+                     f"{tuple(axis_names)} differ in length.")
+  slices = math.prod(dcn_shape)
+  if slices < 1 or len(devices) % slices:
+    raise ValueError(f"{len(devices)} devices do not split into the {slices} slices of "
+                     f"make_mesh.dcn_shape = {tuple(dcn_shape)}.")
+  ici_shape = _infer_shape(ici_shape, len(devices) // slices, " per slice")
+  by_process = getattr(devices[0], "slice_index", None) is None
+  try:
+    device_array = mesh_utils.create_hybrid_device_mesh(
+        ici_shape, dcn_shape, devices, process_is_granule=by_process)
+  except (AssertionError, ValueError) as e:
+    unit = "each process is a slice" if by_process else "TPU slices"
+    raise ValueError(f"Cannot lay out mesh shape {tuple(ici_shape)} per slice x dcn_shape "
+                     f"{tuple(dcn_shape)} over {len(devices)} devices ({unit}): {e}") from e
   return Mesh(device_array, tuple(axis_names))
 
 

@@ -127,3 +127,18 @@ def test_bad_flags_fail_with_a_message(fake_bin):
     done = subprocess.run(["bash", os.path.join(SCRIPTS, "create.sh"), "--dry_run", *args],
                           env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode != 0 and message in done.stderr, (args, done.stderr)
+
+
+def test_worked_example_config_builds_a_trainer(tmp_path):
+  """The README's v4-32 gin run parses and its Trainer builds (mesh, optimizer, batch
+  split) on this machine's 8 CPU devices; no step is run."""
+  import gin
+  from bertjax import main, trainer
+  try:
+    main.parse_gin([os.path.join(SCRIPTS, "bert_base_v4_32.gin")], [])
+    job = trainer.Trainer(model_dir=str(tmp_path))
+    assert (job.batch_size, job.sequence_length) == (256, 128)
+    assert dict(job.mesh.shape) == {"data": 8, "model": 1}
+    assert job.model.config.hidden_size == 768 and job.model.config.vocab_size == 8192
+  finally:
+    gin.clear_config()
