@@ -5,9 +5,11 @@ token id where a position was selected and `mlm_weights` is 1.0 there. The loss 
 the cross-entropy over selected positions only, averaged over their count.
 """
 import dataclasses
-from typing import Mapping
+from typing import Mapping, Optional
 
 import gin
+import jax
+import jax.numpy as jnp
 
 from bertjax.objectives import base
 
@@ -27,21 +29,40 @@ class MaskedLM:
 
   logits_key: the model output holding [B, L, V] token logits
     (`prediction_logits` for *ForPreTraining, `logits` for *ForMaskedLM).
+  max_predictions: when set, the model gets `masked_positions` [B, max_predictions] (the
+    selected positions first) and returns logits only there, as BERT's
+    max_predictions_per_seq; for models whose MLM head takes `masked_positions` (BERT).
+    Selected tokens beyond it are left out of the loss and counted in `<name>_dropped`.
   """
   logits_key: str = "prediction_logits"
   name: str = "mlm"
+  max_predictions: Optional[int] = None
   rng_names: tuple[str, ...] = ()
 
   def model_inputs(self, batch):
-    return encoder_inputs(batch)
+    inputs = encoder_inputs(batch)
+    if self.max_predictions is not None:
+      inputs["masked_positions"] = self._positions(batch)
+    return inputs
+
+  def _positions(self, batch):
+    # top_k on 0/1 weights: every selected position ranks before every unselected one.
+    return jax.lax.top_k(batch["mlm_weights"], self.max_predictions)[1]
 
   def __call__(self, outputs, batch):
     if self.logits_key not in outputs:
       raise ValueError(f"MaskedLM expects the model output {self.logits_key!r}; the model "
                        f"returned {sorted(k for k, v in outputs.items() if v is not None)}. "
                        f"Set MaskedLM.logits_key in gin.")
-    loss_sum, correct, count = base.weighted_cross_entropy(
-        outputs[self.logits_key], batch["mlm_targets"], batch["mlm_weights"])
-    metrics = {f"{self.name}_loss": (loss_sum, count),
-               f"{self.name}_accuracy": (correct, count)}
+    targets, weights = batch["mlm_targets"], batch["mlm_weights"]
+    metrics = {}
+    if self.max_predictions is not None:
+      positions = self._positions(batch)
+      targets = jnp.take_along_axis(targets, positions, axis=1)
+      weights = jnp.take_along_axis(weights, positions, axis=1)
+      metrics[f"{self.name}_dropped"] = (batch["mlm_weights"].sum() - weights.sum(),
+                                         jnp.asarray(1.0))
+    loss_sum, correct, count = base.weighted_cross_entropy(outputs[self.logits_key], targets, weights)
+    metrics.update({f"{self.name}_loss": (loss_sum, count),
+                    f"{self.name}_accuracy": (correct, count)})
     return base.safe_mean(loss_sum, count), metrics
