@@ -17,9 +17,11 @@ from bertjax import checkpoints
 from bertjax.hf import registry
 from bertjax.hf.model import HFModel
 
+# Tokenizer files, and sentence-transformers' pooling/normalisation settings.
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model",
-                   "spm.model", "added_tokens.json")
+                   "spm.model", "added_tokens.json", "modules.json", "sentence_bert_config.json",
+                   "config_sentence_transformers.json", "1_Pooling/config.json", "2_Normalize")
 
 
 def save(model: HFModel, directory: str | os.PathLike, tokenizer_from: str | os.PathLike | None = None,
@@ -53,9 +55,12 @@ def load(directory: str | os.PathLike) -> HFModel:
 def copy_tokenizer_files(source: str | os.PathLike, target: str | os.PathLike) -> list[str]:
   copied = []
   for name in TOKENIZER_FILES:
-    path = pathlib.Path(source) / name
+    path, destination = pathlib.Path(source) / name, pathlib.Path(target) / name
     if path.is_file():
-      pathlib.Path(target).mkdir(parents=True, exist_ok=True)
-      shutil.copyfile(path, pathlib.Path(target) / name)
+      destination.parent.mkdir(parents=True, exist_ok=True)
+      shutil.copyfile(path, destination)
+      copied.append(name)
+    elif path.is_dir():  # e.g. sentence-transformers' empty 2_Normalize/ marker folder
+      shutil.copytree(path, destination, dirs_exist_ok=True)
       copied.append(name)
   return copied
