@@ -20,6 +20,7 @@ INSTALL_REQUIRES = [
     "scipy>=1.11",
     "scikit-learn>=1.4",
     "tensorboard>=2.18",
+    "clu>=0.0.12",
     "tqdm>=4.66",
     "matplotlib>=3.8",
     "faiss-cpu>=1.8",
