@@ -28,7 +28,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Optional
+from typing import Any, Optional
 
 from absl import flags, logging
 import jax
@@ -213,6 +213,15 @@ def initialize_from_flags() -> bool:
     validate(spec)  # --num_processes without an address is still a mistake.
     return False
   return initialize(spec, timeout_s=_TIMEOUT.value)
+
+
+def host_copy(tree: Any) -> Any:
+  """Numpy copies of the whole arrays of `tree` on every process, even of arrays
+  sharded across processes (which `jax.device_get` cannot fetch)."""
+  if jax.process_count() == 1:
+    return jax.device_get(tree)
+  from jax.experimental import multihost_utils  # Local: multi-process only.
+  return multihost_utils.process_allgather(tree, tiled=True)
 
 
 def is_coordinator() -> bool:

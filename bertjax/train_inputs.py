@@ -121,6 +121,33 @@ def pad_batch(batch: Mapping[str, np.ndarray], batch_size: int) -> Batch:
   return out
 
 
+def in_step_across_hosts(batches: Iterable[Batch]) -> Iterator[Batch]:
+  """Batches until *every* process has run out, for reading a split once (eval).
+
+  Each step is a collective over all processes, so all must take the same number of
+  steps although their shards may hold different numbers of batches: a process that
+  ran out feeds zero batches (zero masks and weights count for nothing), and all stop
+  together. With one process this is just `batches`.
+  """
+  if jax.process_count() == 1:
+    yield from batches
+    return
+  from jax.experimental import multihost_utils  # Local: multi-process only.
+  iterator, template = iter(batches), None
+  while True:
+    batch = next(iterator, None)
+    more = multihost_utils.process_allgather(np.int32(batch is not None))
+    if not np.any(more):
+      return
+    if batch is None:
+      if template is None:
+        raise ValueError(f"Process {jax.process_index()} got no batch at all from its shard "
+                         f"of the split while others did; use fewer processes or more data.")
+      batch = {k: np.zeros_like(v) for k, v in template.items()}
+    template = batch
+    yield batch
+
+
 def take(iterator: Iterable[Batch], n: int | None) -> Iterator[Batch]:
   """At most n batches (all when n is None)."""
   return iter(iterator) if n is None else itertools.islice(iterator, n)

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bertjax import checkpoints, flops, metrics_writer, optimizers, partitioning
+from bertjax import checkpoints, distributed, flops, metrics_writer, optimizers, partitioning
 from bertjax import train_inputs, train_state, train_step
 from bertjax.configurables import typechecked
 
@@ -141,8 +141,8 @@ class Trainer:
     state = train_state.create_state(self.init_fn, self.tx, self.seed, self.state_shardings)
     if self.init_checkpoint:
       pretrained, meta = checkpoints.load_params(self.init_checkpoint)
-      merged, fresh = train_state.merge_pretrained(jax.device_get(state.params), pretrained,
-                                                   self.init_checkpoint)
+      merged, fresh = train_state.merge_pretrained(distributed.host_copy(state.params),
+                                                   pretrained, self.init_checkpoint)
       state = train_state.create_state(self.init_fn, self.tx, self.seed, self.state_shardings,
                                        params=merged)
       self._log(f"Initialized from {self.init_checkpoint} ({meta.get('family', 'weights')}); "
@@ -192,7 +192,8 @@ class Trainer:
     host_bs = train_inputs.host_shard(self.eval_batch_size, self.batch_sharding).batch_size
     dataset = self._dataset(self.eval_task, self.eval_split, self.eval_batch_size)
     total, batches = None, 0
-    for batch in train_inputs.take(train_inputs.iterate(dataset), self.eval_steps):
+    batches = train_inputs.take(train_inputs.iterate(dataset), self.eval_steps)
+    for batch in train_inputs.in_step_across_hosts(batches):
       batch = train_inputs.pad_batch(batch, host_bs)
       m = self._eval_step()(params, train_inputs.to_global(batch, self.batch_sharding))
       total, batches = metrics_writer.sum_metrics(total, m), batches + 1
