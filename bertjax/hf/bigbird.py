@@ -5,6 +5,7 @@ BERT one; what it adds is the attention config. transformers draws the random bl
 numpy seeded by the layer index in training mode and points them all at block 0 in eval
 mode: `BigBird(random_seed=0, eval_plan='zeros')` reproduces both.
 """
+import dataclasses
 from typing import Any, Mapping
 
 from bertjax.hf.bert import BertFamily
@@ -25,6 +26,8 @@ class BigBirdFamily(BertFamily):
       "BigBirdForPreTraining": ("prediction_logits", "seq_relationship_logits"),
       "BigBirdForMaskedLM": ("logits",),
   }
+  # The MLM model's checkpoint also holds the (unused) pooler.
+  ignored_keys = BertFamily.ignored_keys + (r"bert\.pooler\.(weight|bias)",)
 
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> bigbird.BigBirdConfig:
     for key, supported in (("rescale_embeddings", False), ("use_bias", True),
@@ -58,4 +61,6 @@ class BigBirdFamily(BertFamily):
     return super().make_module(_AS_BERT[architecture], config)
 
   def rules(self, architecture: str, config: bigbird.BigBirdConfig) -> list[Rule]:
-    return super().rules(_AS_BERT[architecture], config)
+    # BigBird's pooler is a bare Linear (`pooler.weight`), BERT's a `pooler.dense`.
+    return [dataclasses.replace(r, hf=r.hf.replace("pooler.dense.", "pooler."))
+            for r in super().rules(_AS_BERT[architecture], config)]

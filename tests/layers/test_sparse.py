@@ -17,13 +17,13 @@ FEATURES = HEADS * DIM
 
 def _params_and_inputs(module, length: int, batch: int = 2, seed: int = 0):
   x = jax.random.normal(jax.random.PRNGKey(seed), (batch, length, FEATURES))
-  return nn.unbox(module.init(jax.random.PRNGKey(seed + 1), x)), x
+  return nn.unbox(jax.jit(module.init)(jax.random.PRNGKey(seed + 1), x)), x
 
 
 def _dense(params, x, mask):
   dense = attention.MultiHeadAttention(HEADS, DIM)
-  return dense.apply({"params": {k: params["params"][k] for k in ("query", "key", "value", "out")}},
-                     x, mask=mask)
+  params = {k: params["params"][k] for k in ("query", "key", "value", "out")}
+  return jax.jit(dense.apply)({"params": params}, x, mask=mask)
 
 
 @pytest.mark.parametrize("length,seed", [(80, 3), (136, 1), (256, 0), (1024, 2)])
@@ -57,11 +57,12 @@ def test_bigbird_covering_everything_equals_dense(length):
   valid = np.ones((2, length), bool)
   valid[1, length - 5:] = False
   segments = np.where(valid, 1 + (np.arange(length) >= 5), 0)
+  run = jax.jit(lambda mask: module.apply(params, x, mask=mask))
   for mask, dense_mask in (
       (tm.TokenMask(jnp.asarray(valid)), attention.key_padding_mask(jnp.asarray(valid))),
       (tm.from_features(jnp.asarray(valid), jnp.asarray(segments)),
        attention.encoder_mask(jnp.asarray(valid), jnp.asarray(segments)))):
-    got = module.apply(params, x, mask=mask)
+    got = run(mask)
     want = _dense(params, x, dense_mask)
     np.testing.assert_allclose(np.asarray(got)[valid], np.asarray(want)[valid], atol=1e-5)
 
@@ -95,7 +96,7 @@ def test_longformer_matches_naive_masked_attention(window, dilation):
   glob[:, 0] = True
   glob[1, [6, 13]] = True
   mask = tm.from_features(jnp.asarray(valid), None, jnp.asarray(glob))
-  got = module.apply(params, x, mask=mask)
+  got = jax.jit(lambda: module.apply(params, x, mask=mask))()
 
   p = params["params"]
   proj = lambda name: jnp.einsum("ble,ehd->blhd", x, p[name]["kernel"]) + p[name]["bias"]
@@ -117,7 +118,8 @@ def test_longformer_covering_everything_equals_dense():
     p[f"{name}_global"] = p[name]
   valid = np.ones((2, length), bool)
   valid[1, 9:] = False
-  got = module.apply({"params": p}, x, mask=tm.TokenMask(jnp.asarray(valid)))
+  mask = tm.TokenMask(jnp.asarray(valid))
+  got = jax.jit(lambda: module.apply({"params": p}, x, mask=mask))()
   want = _dense(params, x, attention.key_padding_mask(jnp.asarray(valid)))
   np.testing.assert_allclose(np.asarray(got)[valid], np.asarray(want)[valid], atol=1e-5)
 
@@ -127,9 +129,9 @@ def test_longformer_packed_rows_equal_separate_rows():
   params, x = _params_and_inputs(module, 16, batch=1)
   segments = jnp.asarray([[1] * 9 + [2] * 7])
   glob = jnp.asarray([[True] + [False] * 8 + [True] + [False] * 6])
-  packed = module.apply(params, x, mask=tm.from_features(None, segments, glob))
-  first = module.apply(params, x[:, :9])
-  second = module.apply(params, x[:, 9:])
+  run = jax.jit(lambda x, mask: module.apply(params, x, mask=mask))
+  packed = run(x, tm.from_features(None, segments, glob))
+  first, second = run(x[:, :9], None), run(x[:, 9:], None)
   np.testing.assert_allclose(packed[:, :9], first, atol=1e-5)
   np.testing.assert_allclose(packed[:, 9:], second, atol=1e-5)
 
@@ -138,7 +140,7 @@ def test_longformer_too_many_globals_poisons_the_row():
   module = sparse.LongformerAttention(sparse.Longformer(window=2, max_global_tokens=2), HEADS, DIM)
   params, x = _params_and_inputs(module, 8)
   glob = jnp.asarray([[1, 1, 0, 0, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0, 0, 0]], bool)
-  out = module.apply(params, x, mask=tm.from_features(None, None, glob))
+  out = jax.jit(lambda: module.apply(params, x, mask=tm.from_features(None, None, glob)))()
   assert np.isfinite(out[0]).all() and np.isnan(out[1]).all()
 
 

@@ -73,8 +73,8 @@ def test_sizes_and_any_bert_encoder_takes_the_attention():
   tiny = bert.bert_tiny(vocab_size=64, max_position_embeddings=256,
                         attention=sparse.BigBird(block_size=8, num_random_blocks=1))
   model = bert.BertForMaskedLM(tiny)
-  params = bert.init_params(model, jax.random.PRNGKey(0), length=128)
   ids = jax.random.randint(jax.random.PRNGKey(1), (2, 128), 0, 64)
   segments = jnp.asarray([[1] * 128, [1] * 70 + [2] * 58])
-  out = model.apply({"params": params}, ids, segment_ids=segments)["logits"]
+  out = jax.jit(lambda: model.apply(model.init(jax.random.PRNGKey(0), ids), ids,
+                                    segment_ids=segments)["logits"])()
   assert out.shape == (2, 128, 64) and np.isfinite(out).all()
