@@ -192,8 +192,8 @@ class Trainer:
     host_bs = train_inputs.host_shard(self.eval_batch_size, self.batch_sharding).batch_size
     dataset = self._dataset(self.eval_task, self.eval_split, self.eval_batch_size)
     total, batches = None, 0
-    batches = train_inputs.take(train_inputs.iterate(dataset), self.eval_steps)
-    for batch in train_inputs.in_step_across_hosts(batches):
+    stream = train_inputs.take(train_inputs.iterate(dataset), self.eval_steps)
+    for batch in train_inputs.in_step_across_hosts(stream):
       batch = train_inputs.pad_batch(batch, host_bs)
       m = self._eval_step()(params, train_inputs.to_global(batch, self.batch_sharding))
       total, batches = metrics_writer.sum_metrics(total, m), batches + 1
