@@ -27,6 +27,11 @@ class GlueTask:
   eval_splits: tuple[str, ...] = ("dev",)
   has_header: bool = True
   num_columns: int | None = None  # None: as many as the header
+  # Regression: the head is trained on (score - center) / scale, a [-1, 1] target
+  # (STS-B scores are 0..5). With Adam every weight moves ~lr per step, so an
+  # uncentred target would spend a short fine-tuning run just learning its mean.
+  label_center: float = 0.0
+  label_scale: float = 1.0
 
   @property
   def is_regression(self) -> bool:
@@ -47,7 +52,8 @@ TASKS = {t.name: t for t in [
     GlueTask("sst2", "SST-2", (0,), 1, ("0", "1"), ("accuracy",)),
     GlueTask("mrpc", "MRPC", (3, 4), 0, ("0", "1"), ("f1", "accuracy")),
     GlueTask("qqp", "QQP", (3, 4), 5, ("0", "1"), ("f1", "accuracy")),
-    GlueTask("stsb", "STS-B", (7, 8), 9, None, ("pearson", "spearman")),
+    GlueTask("stsb", "STS-B", (7, 8), 9, None, ("pearson", "spearman"), label_center=2.5,
+             label_scale=2.5),
     GlueTask("mnli", "MNLI", (8, 9), -1, ("contradiction", "entailment", "neutral"),
              ("accuracy",), eval_splits=("dev_matched", "dev_mismatched")),
     GlueTask("qnli", "QNLI", (1, 2), 3, _NLI, ("accuracy",)),
@@ -115,9 +121,11 @@ def convert_examples(examples: list[PairExample], tokenizer: WordPiece,
 
 
 def predictions_from_logits(task: GlueTask, logits: np.ndarray) -> np.ndarray:
-  """Class indices, or the regression head's scores."""
+  """Class indices, or the regression head's scores on the task's own scale."""
   logits = np.asarray(logits)
-  return logits[..., 0] if task.is_regression else logits.argmax(-1)
+  if task.is_regression:
+    return logits[..., 0] * task.label_scale + task.label_center
+  return logits.argmax(-1)
 
 
 def evaluate(task: GlueTask, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:

@@ -41,18 +41,19 @@ def num_rows(arrays: Arrays) -> int:
   return len(next(iter(arrays.values())))
 
 
-def trim_padding(batch: Arrays, multiple: int = 32) -> dict[str, np.ndarray]:
-  """Drops padding columns beyond the batch's longest row, rounded up to `multiple`.
+def trim_padding(batch: Arrays, minimum: int = 32) -> dict[str, np.ndarray]:
+  """Drops padding columns beyond the batch's longest row, rounded up to a power of 2.
 
   Arrays are padded to the task's maximum length, but most rows are much shorter
   (SST-2 averages ~13 pieces at max 128): cutting the shared padding saves most of
-  the compute, and rounding keeps the number of compiled shapes small.
+  the compute, and power-of-2 lengths (at least `minimum`) keep the number of compiled
+  shapes to a handful (each new shape is a fresh XLA compile).
   """
   mask = batch["attention_mask"]
   axis = mask.ndim - 1
   full = mask.shape[axis]
   longest = int(np.max(np.nonzero(mask.reshape(-1, full).any(0))[0], initial=0)) + 1
-  keep = min(full, -(-longest // multiple) * multiple)
+  keep = min(full, max(minimum, 1 << (longest - 1).bit_length()))
   if keep == full:
     return dict(batch)
   return {k: (np.take(v, np.arange(keep), axis=axis)

@@ -37,11 +37,15 @@ class Classification(_FineTuneObjective):
 
 
 class Regression(_FineTuneObjective):
-  """Mean squared error of the single output against a float score (STS-B)."""
+  """Mean squared error of the single output against (score - center) / scale (STS-B)."""
+
+  def __init__(self, center: float = 0.0, scale: float = 1.0):
+    self.center, self.scale = center, scale
 
   def __call__(self, outputs, batch):
     weights = self.example_weights(batch)
-    error = outputs["logits"][..., 0].astype(jnp.float32) - batch["labels"].astype(jnp.float32)
+    target = (batch["labels"].astype(jnp.float32) - self.center) / self.scale
+    error = outputs["logits"][..., 0].astype(jnp.float32) - target
     loss, count = (weights * error**2).sum(), weights.sum()
     return safe_mean(loss, count), {"loss": (loss, count)}
 

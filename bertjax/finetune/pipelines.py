@@ -63,7 +63,8 @@ def run_glue(task_name: str, encoder: encoders.Encoder, tokenizer: WordPiece,
   arrays = glue.convert_examples(train, tokenizer, options.max_seq_length)
   model = heads.SequenceClassifier(encoder.module, task.num_labels, pooling=options.pooling,
                                    dropout_rate=0.1)
-  objective = objectives.Regression() if task.is_regression else objectives.Classification()
+  objective = (objectives.Regression(task.label_center, task.label_scale) if task.is_regression
+               else objectives.Classification())
   tuner, report = _train(model, objective, arrays, encoder, options)
   report["eval"] = {}
   for split in task.eval_splits:

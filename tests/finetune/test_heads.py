@@ -1,4 +1,7 @@
 """Heads wrap any encoder; the fine-tuning loop loads, trains and freezes the right params."""
+import dataclasses
+import importlib
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -44,6 +47,27 @@ def test_heads_nest_encoder_and_head_params(encoder):
     assert jax.tree.structure(params["encoder"]) == jax.tree.structure(bare)
     out = model.apply({"params": params}, **inputs)
     assert {k: v.shape for k, v in out.items()} == shapes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["albert", "electra", "deberta", "roberta", "distilbert"])
+def test_heads_over_other_encoder_families(family):
+  """Any family's base encoder drops in (tiny random configs of each)."""
+  module = importlib.import_module(f"bertjax.models.{family}")
+  prefix = {"albert": "Albert", "electra": "Electra", "deberta": "Deberta", "roberta": "Roberta",
+            "distilbert": "DistilBert"}[family]
+  config_cls = getattr(module, f"{prefix}Config")
+  small = dict(vocab_size=50, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32,
+               max_position_embeddings=32, embedding_size=16)
+  names = {f.name for f in dataclasses.fields(config_cls)}
+  encoder = getattr(module, f"{prefix}Model")(config_cls(**{k: v for k, v in small.items()
+                                                          if k in names}))
+  x = {k: v + 2 if k == "input_ids" else v for k, v in _inputs().items()}  # skip pad ids
+  for model, key, shape in [(heads.SequenceClassifier(encoder, num_labels=3), "logits", (2, 3)),
+                            (heads.SpanExtractor(encoder), "start_logits", (2, 6))]:
+    params = model.init(jax.random.key(0), **x)["params"]
+    assert set(params) == {"encoder", "head"}
+    assert model.apply({"params": params}, **x)[key].shape == shape
 
 
 def test_pooling_modes():
@@ -99,8 +123,9 @@ def test_train_batches_bucket_by_length_and_cover_each_epoch():
   assert len(batches) == 10
   for epoch in (batches[:5], batches[5:]):
     assert sorted(np.concatenate([b["row"] for b in epoch]).tolist()) == list(range(40))
-  for b in batches:  # trimmed to the batch's longest row, rounded up to 32
-    assert b["input_ids"].shape[1] == min(64, -(-int(b["attention_mask"].sum(1).max()) // 32) * 32)
+  for b in batches:  # trimmed to the batch's longest row, rounded up to 32 or 64
+    longest = int(b["attention_mask"].sum(1).max())
+    assert b["input_ids"].shape[1] == (32 if longest <= 32 else 64)
 
 
 def test_predict_pads_the_last_batch_and_keeps_order():
@@ -113,3 +138,11 @@ def test_predict_pads_the_last_batch_and_keeps_order():
   batched = loop.predict(model, params, data, ("logits",), obj.model_inputs, batch_size=4)
   whole = model.apply({"params": params}, **obj.model_inputs(data))["logits"]
   np.testing.assert_allclose(batched["logits"], whole, atol=1e-5)
+
+
+def test_regression_trains_on_the_centred_score():
+  objective = objectives.Regression(center=2.5, scale=2.5)
+  batch = {"input_ids": jnp.zeros((2, 4), jnp.int32), "labels": jnp.array([2.5, 5.0])}
+  loss, metrics = objective({"logits": jnp.array([[0.0], [0.0]])}, batch)
+  assert float(loss) == pytest.approx(0.5)  # targets 0 and 1
+  assert metrics["loss"][1] == 2.0
