@@ -31,6 +31,7 @@ INSTALL_REQUIRES = [
 # from a local file; an unpinned torch pulls several GB of CUDA packages.
 TEST_REQUIRES = [
     "pytest>=8",
+    "pytest-xdist>=3.5",  # the suite runs on both cores: pytest -n 2
     "hypothesis>=6.100",
     "torch==2.13.0",
     "transformers>=4.45",
