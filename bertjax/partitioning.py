@@ -52,7 +52,7 @@ def make_mesh(shape: Sequence[int] = (-1, 1), axis_names: Sequence[str] = ("data
   Multi-slice (`dcn_shape` given): `shape` is the mesh inside each slice (fast ICI
   links), `dcn_shape` how slices tile each axis over the slower data-center network;
   the mesh is their elementwise product. Put only `data` (or FSDP) parallelism on
-  DCN. Devices without a slice (CPU, GPU) count each process as one slice.
+  DCN. Where devices carry no slice index (CPU, GPU), each process is one slice.
   """
   devices = list(jax.devices() if devices is None else devices)
   if len(shape) != len(axis_names):
@@ -93,7 +93,8 @@ def _multislice_mesh(ici_shape: Sequence[int], dcn_shape: Sequence[int],
     raise ValueError(f"{len(devices)} devices do not split into the {slices} slices of "
                      f"make_mesh.dcn_shape = {tuple(dcn_shape)}.")
   ici_shape = _infer_shape(ici_shape, len(devices) // slices, " per slice")
-  by_process = getattr(devices[0], "slice_index", None) is None
+  # CPU / GPU devices report no slice or all slice 0: there, each process is a slice.
+  by_process = len({getattr(d, "slice_index", None) for d in devices}) == 1
   try:
     device_array = mesh_utils.create_hybrid_device_mesh(
         ici_shape, dcn_shape, devices, process_is_granule=by_process)
