@@ -32,12 +32,13 @@ rte() {
 }
 conll() {
   run conll2003 --task=conll2003 --max_train_examples=1500 --num_epochs=1 --max_seq_length=128
+  run conll2003_3ep --task=conll2003 --max_train_examples=1500 --num_epochs=3 --max_seq_length=128
   run conll2003_features --task=conll2003 --feature_mode=all --max_train_examples=1000 \
     --num_epochs=3 --learning_rate=1e-3 --max_seq_length=128
 }
 squad() {
   run squad11 --task=squad11 --max_train_examples=600 --num_epochs=1 --batch_size=16 \
-    --max_seq_length=384 --doc_stride=128 --max_query_length=64 --squad_train_articles=38
+    --eval_batch_size=32 --max_seq_length=384 --doc_stride=128 --max_query_length=64 --squad_train_articles=38
 }
 glue & mrpc & rte & conll & squad &
 wait

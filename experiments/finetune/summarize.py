@@ -13,6 +13,7 @@ ROWS = [
     ("mrpc", "dev", ("f1", "accuracy"), "MRPC dev F1 / acc"),
     ("rte", "dev", ("accuracy",), "RTE dev acc"),
     ("conll2003", "dev", ("f1", "precision", "recall"), "CoNLL-2003 dev entity F1 / P / R"),
+    ("conll2003_3ep", "dev", ("f1", "precision", "recall"), "CoNLL-2003 dev entity F1 / P / R"),
     ("squad11", "held_out", ("exact", "f1"), "SQuAD 1.1, 10 held-out articles, EM / F1"),
 ]
 

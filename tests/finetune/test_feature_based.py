@@ -48,8 +48,8 @@ def test_tagger_per_mode(mode):
   assert arrays["attention_mask"].sum(1).tolist() == [3, 5, 1]
   tagger = fb.FeatureTagger(mode, num_labels=9, lstm_size=8, lstm_layers=1)
   inputs = fb.WordTagging().model_inputs({k: jnp.asarray(v) for k, v in arrays.items()})
-  params = tagger.init(jax.random.key(0), **inputs)["params"]
-  logits = tagger.apply({"params": params}, **inputs)["logits"]
+  params = jax.eval_shape(lambda: tagger.init(jax.random.key(0), **inputs)["params"])
+  logits = jax.eval_shape(lambda p: tagger.apply({"params": p}, **inputs), params)["logits"]
   assert logits.shape == (3, 5, 9)
   width = {"concat_last4": 64}.get(mode, 16)
   assert params["lstm_0_forward"]["ii"]["kernel"].shape[0] == width
