@@ -69,8 +69,9 @@ def options_from_flags() -> pipelines.Options:
       eval_batch_size=FLAGS.eval_batch_size, seed=FLAGS.seed, log_every=FLAGS.log_every)
   return pipelines.Options(
       finetune=finetune, max_seq_length=FLAGS.max_seq_length,
-      max_train_examples=FLAGS.max_train_examples, max_eval_examples=FLAGS.max_eval_examples,
-      max_steps=FLAGS.max_steps, pooling=FLAGS.pooling, data_dir=FLAGS.data_dir,
+      # 0 means "no limit", like leaving the flag out.
+      max_train_examples=FLAGS.max_train_examples or None,
+      max_eval_examples=FLAGS.max_eval_examples or None, max_steps=FLAGS.max_steps or None, pooling=FLAGS.pooling, data_dir=FLAGS.data_dir,
       doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
       max_answer_length=FLAGS.max_answer_length, n_best_size=FLAGS.n_best_size,
       squad_file=FLAGS.squad_file, squad_train_articles=FLAGS.squad_train_articles,

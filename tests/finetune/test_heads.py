@@ -96,11 +96,11 @@ def test_finetuner_loads_encoder_trains_and_freezes():
   pretrained = bert.init_params(encoder, jax.random.key(42))
   model = heads.SequenceClassifier(encoder, num_labels=2, dropout_rate=0.0)
   config = loop.FinetuneConfig(learning_rate=1e-2, batch_size=16, log_every=5, warmup_fraction=0.0)
-  tuner = loop.Finetuner(model, objectives.Classification(), data, config, total_steps=30,
+  tuner = loop.Finetuner(model, objectives.Classification(), data, config, total_steps=60,
                          encoder_params=pretrained)
   jax.tree.map(np.testing.assert_array_equal, jax.device_get(tuner.params["encoder"]), pretrained)
-  history = tuner.train(data, 30)
-  assert history[-1]["loss"] < 0.5 * history[0]["loss"]
+  history = tuner.train(data, 60)  # the loss leaves ln 2 after ~20 steps, ~0 by 40
+  assert history[-1]["loss"] < 0.1 < history[0]["loss"]
   logits = tuner.predict(data, ("logits",))["logits"]
   assert logits.shape == (64, 2) and np.mean(logits.argmax(-1) == data["labels"]) > 0.9
 
