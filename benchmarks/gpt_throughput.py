@@ -17,7 +17,8 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from bertjax import decoding, optimizers, partitioning, train_state, train_step
+from bertjax import decoding, optimizers, partitioning
+import step_timing
 from bertjax.models import gpt
 from bertjax.objectives import causal_lm
 
@@ -35,27 +36,9 @@ def time_train_step(name, batch_size, length, steps, dtype, overrides) -> dict:
   ids = np.random.default_rng(0).integers(3, config.vocab_size, (batch_size, length))
   batch = {"input_ids": ids.astype(np.int32),
            "attention_mask": np.ones((batch_size, length), np.int32)}
-  init_fn = train_state.init_params_fn(model, {k: v[:1] for k, v in batch.items()},
-                                       objective.model_inputs)
-  abstract, shardings = train_state.state_shardings(jax.eval_shape(init_fn, jax.random.key(0)),
-                                                    tx, mesh, rules)
-  state = train_state.create_state(init_fn, tx, 0, shardings)
-  batch_sharding = partitioning.batch_sharding(mesh, rules)
-  step = partitioning.jit_sharded(
-      train_step.make_train_step(model, objective, tx, schedule), mesh, rules,
-      in_shardings=(shardings, batch_sharding), out_shardings=(shardings, None),
-      donate_argnums=(0,))
-  device_batch = jax.device_put(batch, batch_sharding)
-  start = time.perf_counter()
-  state, metrics = step(state, device_batch)
-  jax.block_until_ready(metrics)
-  compile_s = time.perf_counter() - start
-  start = time.perf_counter()
-  for _ in range(steps):
-    state, metrics = step(state, device_batch)
-  jax.block_until_ready(metrics)
-  seconds = (time.perf_counter() - start) / steps
-  return {"params_M": sum(x.size for x in jax.tree.leaves(abstract.params)) / 1e6,
+  params, seconds, compile_s = step_timing.time_train_step(model, objective, tx, schedule, batch,
+                                                          steps, mesh, rules)
+  return {"params_M": sum(x.size for x in jax.tree.leaves(params)) / 1e6,
           "step_s": seconds, "compile_s": compile_s,
           "tokens_per_sec": batch_size * length / seconds}
 

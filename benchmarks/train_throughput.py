@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bertjax import flops, optimizers, partitioning, train_state, train_step
+from bertjax import flops, optimizers, partitioning
+import step_timing
 from bertjax.models import bert
 from bertjax.objectives import nsp
 
@@ -58,31 +59,13 @@ def time_train_step(size: str, batch_size: int, length: int, steps: int, dtype: 
   tx, schedule = optimizers.make_optimizer(total_steps=1000, optimizer=optimizers.adamw,
                                            schedule=optimizers.warmup_linear_decay)
   batch = synthetic_batch(batch_size, length, config.vocab_size)
-  init_fn = train_state.init_params_fn(model, {k: v[:1] for k, v in batch.items()},
-                                       objective.model_inputs)
-  abstract, shardings = train_state.state_shardings(jax.eval_shape(init_fn, jax.random.key(0)),
-                                                    tx, mesh, rules)
-  state = train_state.create_state(init_fn, tx, 0, shardings)
-  batch_sharding = partitioning.batch_sharding(mesh, rules)
-  step = partitioning.jit_sharded(
-      train_step.make_train_step(model, objective, tx, schedule), mesh, rules,
-      in_shardings=(shardings, batch_sharding), out_shardings=(shardings, None),
-      donate_argnums=(0,))
-  device_batch = jax.device_put(batch, batch_sharding)
-  start = time.perf_counter()
-  state, metrics = step(state, device_batch)
-  jax.block_until_ready(metrics)
-  compile_s = time.perf_counter() - start
-  start = time.perf_counter()
-  for _ in range(steps):
-    state, metrics = step(state, device_batch)
-  jax.block_until_ready(metrics)
-  seconds = (time.perf_counter() - start) / steps
+  params, seconds, compile_s = step_timing.time_train_step(model, objective, tx, schedule, batch,
+                                                          steps, mesh, rules)
   outputs = jax.eval_shape(lambda p: model.apply({"params": p}, **objective.model_inputs(batch)),
-                           abstract.params)
-  per_token = flops.for_model(model, abstract.params, length, outputs)
+                           params)
+  per_token = flops.for_model(model, params, length, outputs)
   tokens = batch_size * length / seconds
-  return {"size": size, "params_M": sum(x.size for x in jax.tree.leaves(abstract.params)) / 1e6,
+  return {"size": size, "params_M": sum(x.size for x in jax.tree.leaves(params)) / 1e6,
           "step_s": seconds, "compile_s": compile_s, "tokens_per_sec": tokens,
           "model_flops_per_sec": tokens * per_token, "gflops_per_token": per_token / 1e9}
 
