@@ -14,7 +14,6 @@ we use [SEP] as `eos_id`, because it is what terminates a BERT sequence.
 import json
 import os
 import re
-import unicodedata
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
@@ -23,27 +22,11 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 import tokenizers
 from sentencepiece import sentencepiece_model_pb2
-from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
+
+from bertjax.data import text_rules
 
 ROLES = ("pad", "unk", "cls", "sep", "mask", "bos", "eos")
 _MAX_WORD_CHARS = 100  # HF WordPiece: longer words become [UNK].
-
-# HF BertNormalizer's clean_text: control characters (category C*, but not \t\n\r) and
-# U+FFFD are dropped; Unicode White_Space characters become a plain space.
-_CONTROL_RE = (r"[\x{0}-\x{8}\x{b}\x{c}\x{e}-\x{1f}\x{7f}-\x{9f}\p{Cf}\p{Co}\x{fdd0}-\x{fdef}"
-               r"\x{fffd}]")
-# Unicode White_Space (Rust's char::is_whitespace), in syntax both RE2 and Rust accept.
-_WHITESPACE_RE = (r"[\t-\r \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}"
-                  r"\x{202f}\x{205f}\x{3000}]")
-# tf.strings.lower and tf_text's regex_split stop at NUL bytes, so NUL travels through
-# the TF path as the noncharacter U+FDD0, which every tokeniser here treats as it does
-# NUL (BERT's cleaning drops both; sentencepiece maps both to <unk>).
-_NUL_STAND_IN = "\ufdd0"
-
-
-def _lower_tf(texts: tf.Tensor) -> tf.Tensor:
-  """Lowercases per character as HF does (TF would give a word-final sigma its ς form)."""
-  return tf.strings.lower(tf.strings.regex_replace(texts, "Σ", "σ"), encoding="utf-8")
 
 
 def _added_token_pattern(tokens: Sequence[str]) -> Optional[str]:
@@ -94,7 +77,7 @@ class _RoleIdsMixin:
   def _split_added_tf(self, texts: tf.Tensor):
     """[n] texts -> ([n, segments] ragged strings, [m] bool: segment is an added token)."""
     pattern = _added_token_pattern(list(self._added))
-    texts = tf.strings.regex_replace(texts, r"\x00", _NUL_STAND_IN)
+    texts = tf.strings.regex_replace(texts, r"\x00", text_rules.NUL_STAND_IN)
     if pattern is None:
       segments = tf.RaggedTensor.from_tensor(tf.expand_dims(texts, 1))
       return segments, tf.zeros_like(segments.flat_values, tf.bool)
@@ -172,8 +155,9 @@ class WordPieceVocabulary(_HFTokenizerVocabulary):
   """BERT / ELECTRA / DistilBERT WordPiece; in-graph encode with tensorflow_text.
 
   The TF side follows HF's BertNormalizer step by step (clean text, strip accents via
-  NFD, lowercase), then tf_text's BasicTokenizer (punctuation and CJK splitting, the
-  same rules as BERT) and WordpieceTokenizer, with words over 100 characters -> [UNK].
+  NFD, lowercase), then BertPreTokenizer's split (whitespace; punctuation and CJK stand
+  alone), with character sets taken from tokenizers itself, and tf_text's
+  WordpieceTokenizer, with words over 100 characters -> [UNK].
   """
 
   def __init__(self, vocab_file: Optional[str] = None, lower_case: bool = True,
@@ -213,17 +197,19 @@ class WordPieceVocabulary(_HFTokenizerVocabulary):
     return list(self._vocab)
 
   def _normalize_tf(self, texts: tf.Tensor) -> tf.Tensor:
-    texts = tf.strings.regex_replace(texts, _CONTROL_RE, "")
-    texts = tf.strings.regex_replace(texts, _WHITESPACE_RE, " ")
+    texts = tf.strings.regex_replace(texts, text_rules.hf_chars("clean_text"), "")
+    texts = tf.strings.regex_replace(texts, text_rules.WHITESPACE_RE, " ")
     if self._strip_accents:
       texts = tf_text.normalize_utf8(texts, "NFD")
-      texts = tf.strings.regex_replace(texts, r"\p{Mn}", "")
+      texts = tf.strings.regex_replace(texts, text_rules.hf_chars("bert_accents"), "")
     if self._lower_case:
-      texts = _lower_tf(texts)
+      texts = text_rules.lower_tf(texts)
     return texts
 
   def _tokenize_tf(self, texts: tf.Tensor) -> tf.RaggedTensor:
-    words = BasicTokenizer(lower_case=False).tokenize(self._normalize_tf(texts))
+    # BertPreTokenizer: split on whitespace, punctuation and CJK characters stand alone.
+    alone = f"{text_rules.hf_chars('punctuation')}|{text_rules.hf_chars('cjk')}"
+    words = tf_text.regex_split(self._normalize_tf(texts), f" +|{alone}", alone)
     table = tf.lookup.StaticVocabularyTable(
         tf.lookup.KeyValueTensorInitializer(
             self._vocab, tf.range(len(self._vocab), dtype=tf.int64)), 1)
@@ -371,6 +357,12 @@ class SentencePieceVocabulary(_RoleIdsMixin, seqio.SentencePieceVocabulary):
       roles = {r: next((c for c in cands if c in pieces), None)
                for r, cands in _SP_DEFAULT_ROLES.items()}
     self._roles = {r: pieces[t] for r, t in roles.items() if t in pieces}
+    # HF runs the model's own normaliser (its "Precompiled" charsmap) before splitting on
+    # whitespace, so a whitespace character that charsmap deletes (nmt_nfkc deletes the
+    # vertical tab) joins its neighbours there instead of separating them.
+    self._deleted_spaces = "".join(
+        c for c in text_rules.WHITESPACE_CHARS
+        if whitespace_split and self.tokenizer.Normalize(f"a{c}b") == self.tokenizer.Normalize("ab"))
 
   def _normalizer(self) -> tokenizers.normalizers.Normalizer:
     """HF's pre-sentencepiece normalisation, for the python path."""
@@ -382,8 +374,11 @@ class SentencePieceVocabulary(_RoleIdsMixin, seqio.SentencePieceVocabulary):
       steps += [tokenizers.normalizers.NFKD(), tokenizers.normalizers.StripAccents()]
     if self._lower_case:
       steps.append(tokenizers.normalizers.Lowercase())
+    if self._deleted_spaces:
+      steps.append(tokenizers.normalizers.Replace(
+          tokenizers.Regex(text_rules.char_class(self._deleted_spaces)), ""))
     if self._whitespace_split:  # HF's WhitespaceSplit: any Unicode space separates words.
-      steps.append(tokenizers.normalizers.Replace(tokenizers.Regex(_WHITESPACE_RE), " "))
+      steps.append(tokenizers.normalizers.Replace(tokenizers.Regex(text_rules.WHITESPACE_RE), " "))
     else:
       steps.append(tokenizers.normalizers.Replace(tokenizers.Regex(" {2,}"), "▁"))
     return tokenizers.normalizers.Sequence(steps)
@@ -409,12 +404,14 @@ class SentencePieceVocabulary(_RoleIdsMixin, seqio.SentencePieceVocabulary):
     if self._normalize_quotes:
       texts = tf.strings.regex_replace(texts, "``|''", '"')
     if self._strip_accents:
-      texts = tf_text.normalize_utf8(texts, "NFKD")
-      texts = tf.strings.regex_replace(texts, r"\p{Mn}", "")
+      texts = text_rules.nfkd_tf(texts)
+      texts = tf.strings.regex_replace(texts, text_rules.hf_chars("strip_accents"), "")
     if self._lower_case:
-      texts = _lower_tf(texts)
+      texts = text_rules.lower_tf(texts)
+    if self._deleted_spaces:
+      texts = tf.strings.regex_replace(texts, text_rules.char_class(self._deleted_spaces), "")
     if self._whitespace_split:
-      texts = tf.strings.regex_replace(texts, _WHITESPACE_RE, " ")
+      texts = tf.strings.regex_replace(texts, text_rules.WHITESPACE_RE, " ")
     else:
       spaced = tf.strings.regex_replace(
           tf.strings.regex_replace(texts, " {2,}", "▁"), " ", "▁")
