@@ -60,6 +60,24 @@ def corpus_wordpiece(vocab_size: int = 8192, directory: str | None = None):
   return vocabularies.vocab_from_hf(directory)
 
 
+@gin.configurable
+def hf_vocabulary(name_or_path: str):
+  """A Hugging Face tokenizer folder as the vocabulary: a path, or the name of a folder
+  under <data_dir>/tokenizers/hf (e.g. 'roberta-gpt2-ids', RoBERTa's byte-level BPE)."""
+  import os
+  from bertjax import paths
+  from bertjax.data import vocabularies
+  directory = name_or_path
+  if not os.path.isdir(directory):
+    directory = str(paths.data_dir() / "tokenizers" / "hf" / name_or_path)
+  if not os.path.isdir(directory):
+    raise FileNotFoundError(
+        f"hf_vocabulary: {name_or_path!r} is neither a folder nor a tokenizer under "
+        f"{paths.data_dir() / 'tokenizers' / 'hf'}; bind hf_vocabulary.name_or_path to a "
+        "Hugging Face tokenizer folder (tokenizer.json or vocab files).")
+  return vocabularies.vocab_from_hf(directory)
+
+
 def host_batch_size(global_batch_size: int) -> int:
   if global_batch_size % jax.process_count():
     raise ValueError(f"batch_size={global_batch_size} is not divisible by the "
