@@ -6,7 +6,9 @@
                        t5_iid_replace_spans, t5_iid_drop_tokens,
                        t5_corruption_rate_{10,15,25,50}, t5_span_length_{2,3,5,10})
   bart_denoising       BART: sentence permutation + Poisson(3) text infilling (30%)
-  xlnet_plm            XLNet permutation LM (span-based partial prediction)
+  xlnet_plm            XLNet permutation LM (span-based partial prediction) over
+                       per-row document streams: row r of batch t+1 continues row r
+                       of batch t, for the memory carried between train steps
 
 All are dynamic (new noise each epoch) and read `{'text'}` documents, split
 into sentences by `sentence_split` (BART permutes those sentences). The special
@@ -19,7 +21,7 @@ BOS to [CLS] for vocabularies without them.
   ds = tasks.get_dataset('xlnet_plm', sequence_length={'input_ids': 512, 'target_ids': 85})
 """
 import functools
-from typing import Mapping
+from typing import Mapping, Optional
 
 import gin
 import tensorflow as tf
@@ -127,14 +129,17 @@ tasks.register_objective("bart_denoising", bart_preprocessors, _SEQ2SEQ_FEATURES
 
 # ------------------------------------------------------------------------ XLNet
 @_configurable
-def xlnet_preprocessors(vocab, reuse_len: int = 0, mask_alpha: int = 6, mask_beta: int = 1,
-                        max_span_length: int = 5, order: str = "token",
-                        sentence_split: str = "newline"):
-  """Tokenize, then XLNet's permutation-LM features (num_predict from the lengths)."""
+def xlnet_preprocessors(vocab, batch_size: int, reuse_len: Optional[int] = None,
+                        mask_alpha: int = 6, mask_beta: int = 1, max_span_length: int = 5,
+                        order: str = "token", sentence_split: str = "newline"):
+  """Tokenize, then XLNet's permutation-LM features over `batch_size` row streams
+  that advance `reuse_len` tokens per step (None: half the sequence, XLNet's 256 of
+  512); num_predict from the lengths."""
   return _tokenize(vocab, sentence_split) + [functools.partial(
       permutation.xlnet_plm, sep_id=_role(vocab, "sep"), cls_id=_role(vocab, "cls"),
-      pad_id=_role(vocab, "pad"), reuse_len=reuse_len, mask_alpha=mask_alpha,
-      mask_beta=mask_beta, max_span_length=max_span_length, order=order)]
+      pad_id=_role(vocab, "pad"), batch_size=batch_size, reuse_len=reuse_len,
+      mask_alpha=mask_alpha, mask_beta=mask_beta, max_span_length=max_span_length,
+      order=order)]
 
 
 @_configurable
@@ -151,7 +156,7 @@ def _xlnet_converter(vocab, pack):
 
 
 tasks.register_objective("xlnet_plm", xlnet_preprocessors, _XLNET_FEATURES, _xlnet_converter,
-                         sequence_lengths=xlnet_lengths, pack=False)
+                         sequence_lengths=xlnet_lengths, pack=False, row_streams=True)
 
 
 # ------------------------------------------------------------------ causal LM (GPT)

@@ -56,6 +56,10 @@ class Objective:
   sequence_lengths: int or mapping -> the seqio `sequence_length` mapping.
   static: draw the data once and repeat it (see module doc).
   pack: whether get_dataset packs by default.
+  row_streams: the preprocessors lay the data out as per-row streams
+    (`preprocessors.streams`, XLNet's segment recurrence): `preprocessors` is called
+    with the host-local `batch_size`, and get_dataset batches the examples in the
+    order they come (documents are still shuffled; examples are not).
   """
   name: str
   preprocessors: Callable[[seqio.Vocabulary], Sequence[Preprocessor]]
@@ -64,6 +68,7 @@ class Objective:
   sequence_lengths: Callable[[SeqLen], Mapping[str, int]]
   static: bool = False
   pack: bool = True
+  row_streams: bool = False
 
 
 _OBJECTIVES: dict = {}
@@ -77,7 +82,7 @@ def encoder_lengths(sequence_length: SeqLen) -> Mapping[str, int]:
 
 def register_objective(name: str, preprocessors, features, converter,
                        sequence_lengths=encoder_lengths, static: bool = False,
-                       pack: bool = True) -> Objective:
+                       pack: bool = True, row_streams: bool = False) -> Objective:
   """Adds (or replaces) a named objective; `get_task(name)` then builds it.
 
   E.g. for T5 span corruption:
@@ -89,7 +94,7 @@ def register_objective(name: str, preprocessors, features, converter,
         sequence_lengths=lambda n: {'inputs': n, 'targets': n // 4})
   """
   objective = Objective(name, preprocessors, dict(features), converter, sequence_lengths,
-                        static, pack)
+                        static, pack, row_streams)
   _OBJECTIVES[name] = objective
   return objective
 
@@ -252,15 +257,24 @@ def _objective(name: str) -> Objective:
 
 def get_task(name: str, vocabulary: Optional[seqio.Vocabulary] = None,
              source: Optional[seqio.DataSource] = None,
-             shuffle_buffer_size: int = 1000) -> seqio.Task:
+             shuffle_buffer_size: int = 1000, batch_size: Optional[int] = None) -> seqio.Task:
   """Builds objective `name` over `source` / `vocabulary` (defaults: gin-configurable
   `default_source()` / `default_vocabulary()`) and (re)registers it in
-  seqio.TaskRegistry under `name`."""
+  seqio.TaskRegistry under `name`. Row-stream objectives need the host-local
+  `batch_size` (their examples are laid out in batch order)."""
   objective = _objective(name)
   vocabulary = vocabulary or default_vocabulary()
+  if objective.row_streams:
+    if batch_size is None:
+      raise ValueError(f"Task {name!r} lays its data out as per-row streams and needs the "
+                       f"batch size: use get_dataset, or get_task(..., batch_size=...).")
+    preprocessors = objective.preprocessors(vocabulary, batch_size=batch_size)
+    shuffle_buffer_size = 1  # Documents are shuffled by the source; rows must stay in order.
+  else:
+    preprocessors = objective.preprocessors(vocabulary)
   task = seqio.Task(
       name, source=source or default_source(),
-      preprocessors=list(objective.preprocessors(vocabulary)),
+      preprocessors=list(preprocessors),
       output_features={k: seqio.Feature(vocabulary, add_eos=False, dtype=dtype, rank=rank)
                        for k, (dtype, rank) in objective.features.items()},
       shuffle_buffer_size=shuffle_buffer_size)
@@ -295,10 +309,12 @@ def get_dataset(task_name: str, split: str = "train", sequence_length: SeqLen = 
   `batch_size` rows per step. `start_step` resumes: the result equals the full
   dataset with its first `start_step` batches skipped (they are recomputed).
   `num_epochs=None` repeats forever. Returns a tf.data.Dataset of dicts of
-  int32 / float32 arrays (use `.as_numpy_iterator()` for numpy).
+  int32 / float32 arrays (use `.as_numpy_iterator()` for numpy). For row-stream
+  objectives (xlnet_plm) row r of batch t+1 continues the text of row r of batch t.
   """
   objective = _objective(task_name)
-  task = get_task(task_name, vocabulary, source)
+  task = get_task(task_name, vocabulary, source,
+                  batch_size=batch_size if objective.row_streams else None)
   vocabulary = task.output_features["input_ids" if "input_ids" in task.output_features
                                     else next(iter(task.output_features))].vocabulary
   lengths = objective.sequence_lengths(sequence_length)

@@ -32,7 +32,7 @@ def implied_order(perm_mask, permuted):
   return list(order)
 
 
-def check_example(out, doc, seq_len, reuse_len, num_predict):
+def check_example(out, doc, seq_len, reuse_len, num_predict, cls=CLS, sep=SEP, pad=PAD):
   L, R, P = seq_len, reuse_len, num_predict
   doc = doc[:L - 3]
   n = len(doc)
@@ -40,11 +40,11 @@ def check_example(out, doc, seq_len, reuse_len, num_predict):
   perm, q = out['perm_mask'], out['input_q'] == 1
   # Layout: [ctx | A | SEP | B | SEP | CLS | PAD...] with XLNet's segment ids.
   assert real.sum() == n + 3 and not real[n + 3:].any()
-  seps = np.flatnonzero(ids == SEP)
-  assert len(seps) == 2 and seps[1] == n + 1 and ids[n + 2] == CLS and (ids[n + 3:] == PAD).all()
-  cut = seps[0]
+  cut = np.flatnonzero(types == 0)[-1]  # (the text itself may hold [SEP]s)
+  assert ids[cut] == sep and ids[n + 1] == sep and ids[n + 2] == cls
+  assert (ids[n + 3:] == pad).all()
   assert R + 1 <= cut <= n - 1
-  assert [t for t in ids[:n + 1] if t != SEP] == list(doc)
+  assert list(ids[:cut]) + list(ids[cut + 1:n + 1]) == list(doc)
   assert (types[:cut + 1] == 0).all() and (types[cut + 1:n + 2] == 1).all()
   assert types[n + 2] == 2 and (types[n + 3:] == pm.PAD_SEGMENT).all()
   # Targets: only A/B tokens, exactly num_predict of them (all but one at most).

@@ -40,10 +40,20 @@ them unpadded and XLNetFeatureConverter pads them to exactly these values):
   target_weights  float32 [P]    1.0 for real rows
   input_q         float32 [L]    1.0 at targets (the query-stream marker)
 
-Short documents: documents are split into chunks of L - 3 tokens; empty
-documents and chunks with fewer than reuse_len + 2 tokens (A and B need one
-each) are dropped and counted in `stats` as 'xlnet/dropped_short_document';
-other chunks shorter than L - 3 are right-padded.
+Where the L - 3 tokens come from (`xlnet_plm`):
+  streams (batch_size given; XLNet's pretraining): the documents are laid out as
+    `batch_size` continuous row streams (`streams.row_streams`, documents joined
+    by [SEP]) and row r of step t is stream_r[t * reuse_len : t * reuse_len + L - 3].
+    So the context of step t+1 is the text right after the context of step t,
+    whose hidden states the model keeps as memory: with the memory carried between
+    train steps (`PermutationLM.carry_memory`), every row reads one continuous
+    text. Examples come in batch order and must be batched by `batch_size`
+    without shuffling (`bertjax.data.tasks` does so for row-stream objectives).
+  chunks (batch_size None): each document is split into chunks of L - 3 tokens,
+    independent examples; chunks with fewer than reuse_len + 2 tokens (A and B
+    need one each) are dropped, shorter ones right-padded.
+Empty documents are dropped and counted in `stats` as
+'xlnet/dropped_short_document' (so are short chunks).
 """
 import functools
 from typing import Mapping, Optional
@@ -52,6 +62,7 @@ import numpy as np
 import tensorflow as tf
 
 from bertjax.data.preprocessors import seeding
+from bertjax.data.preprocessors import streams
 from bertjax.data.preprocessors.span_corruption import drop_short, split_tokens
 
 PAD_SEGMENT = 3
@@ -190,13 +201,19 @@ def _check_args(seq_len, num_predict, reuse_len, order):
 
 def xlnet_plm(dataset: tf.data.Dataset, sequence_length: Mapping[str, int],
               output_features=None, *, sep_id: int, cls_id: int,
-              num_predict: Optional[int] = None,
-              seed: Optional[int] = None, input_key: str = 'targets', **kwargs
-              ) -> tf.data.Dataset:
+              num_predict: Optional[int] = None, batch_size: Optional[int] = None,
+              reuse_len: Optional[int] = None, seed: Optional[int] = None,
+              input_key: str = 'targets', **kwargs) -> tf.data.Dataset:
   """seqio preprocessor: tokenized `input_key` -> XLNet features for sequences
-  of `sequence_length['input_ids']` tokens (module docstring). `kwargs` go to
-  `xlnet_example`; by default the features are unpadded (`pad=False`) for
-  `XLNetFeatureConverter`. `num_predict` defaults to `sequence_length['target_ids']`.
+  of `sequence_length['input_ids']` tokens (module docstring).
+
+  batch_size: lay the documents out as this many row streams (XLNet's
+    pretraining data, for memory carried between steps); None: independent chunks.
+  reuse_len: the context length; None: half the sequence (XLNet: 256 of 512) with
+    row streams, 0 with chunks.
+  num_predict: defaults to `sequence_length['target_ids']`.
+  `kwargs` go to `xlnet_example`; by default the features are unpadded (`pad=False`)
+  for `XLNetFeatureConverter`.
   """
   del output_features
   seq_len = sequence_length['input_ids']
@@ -204,13 +221,21 @@ def xlnet_plm(dataset: tf.data.Dataset, sequence_length: Mapping[str, int],
     if 'target_ids' not in sequence_length:
       raise ValueError("xlnet_plm needs num_predict or sequence_length['target_ids'].")
     num_predict = sequence_length['target_ids']
+  if reuse_len is None:
+    reuse_len = 0 if batch_size is None else seq_len // 2
   kwargs.setdefault('pad', False)
-  reuse_len = kwargs.get('reuse_len', 0)
   _check_args(seq_len, num_predict, reuse_len, kwargs.get('order', 'token'))
   rule = 'xlnet/dropped_short_document'
   dataset = drop_short(dataset, input_key, rule)  # empty documents make no chunk
-  dataset = split_tokens(dataset, seq_len - 3, input_key)
-  dataset = drop_short(dataset, input_key, rule, min_tokens=reuse_len + 2)
+  if batch_size is None:
+    dataset = split_tokens(dataset, seq_len - 3, input_key)
+    dataset = drop_short(dataset, input_key, rule, min_tokens=reuse_len + 2)
+  else:
+    if reuse_len < 1:
+      raise ValueError(f'XLNet row streams advance by reuse_len tokens per step; got '
+                       f'reuse_len={reuse_len} (use >= 1, e.g. {seq_len // 2}).')
+    dataset = streams.row_streams(dataset, batch_size=batch_size, window=seq_len - 3,
+                                  stride=reuse_len, separator_id=sep_id, key=input_key)
   fn = functools.partial(xlnet_example, seq_len=seq_len, num_predict=num_predict,
-                         sep_id=sep_id, cls_id=cls_id, **kwargs)
+                         sep_id=sep_id, cls_id=cls_id, reuse_len=reuse_len, **kwargs)
   return seeding.map_with_seed(dataset, lambda ex, seed: fn(ex[input_key], seed), seed)
