@@ -7,13 +7,21 @@ The cache protocol (what a model implements to be decoded here)
   heads, kv] and `cache_index` in the 'cache' collection, writes the new tokens' keys and
   values at `cache_index` and masks the slots not filled yet / in a query's future.
   `mask` / `bias` given to it then span the cache: [..., q, cache_length]. Layers stacked
-  with `nn.scan` add `"cache": 0` to `variable_axes`. Cross-attention is not cached.
+  with `nn.scan` add `"cache": 0` to `variable_axes`.
+* Cross-attention that should be cached is `MultiHeadAttention(..., cache_cross_kv=True)`:
+  the creating call projects the encoder output to keys/values once per layer into the
+  read-only 'cross_cache' collection (`"cross_cache": 0` in a scan's `variable_axes`);
+  steps pass it in but do not return it (not `mutable`), so the layer scan does not
+  write it back at every step, and beam search never reorders it (it is the same for
+  every beam of an example).
 * A module that needs the absolute position of the new tokens (learned positions, T5's
   relative bias for query positions start..start+q against all cache slots) calls
   `kv_cache.step_positions(self, q)` -> (start, cache_length) once per step.
 * The cache is created by one call with `decode=True` on a full-length input
   ([B, cache_length]); that call writes nothing. `init_cache` below does it abstractly
-  (jax.eval_shape) and returns zeros, so creating a cache costs no compute.
+  (jax.eval_shape) and returns zeros, so creating a cache costs no compute. Encoder-
+  decoders run that call for real, on the encoder output, to fill 'cross_cache'; its
+  decoder outputs are unused, so XLA drops their computation.
 * Decoder-only models (GPT): `module.apply({'params', 'cache'}, input_ids,
   attention_mask=..., position_ids=..., decode=True, mutable=['cache'])` returns
   `{'logits': [B, q, vocab], ...}`. In decode mode `attention_mask` is [B, cache_length]
@@ -23,7 +31,8 @@ The cache protocol (what a model implements to be decoded here)
 * Encoder-decoders (T5, BART): `method='encode'`: `encode(input_ids, attention_mask)` ->
   `{'encoder_last_hidden_state': [B, S, H], ...}`; `method='decode'`:
   `decode(decoder_input_ids, encoder_hidden_states, attention_mask, decode=True)` ->
-  `{'logits': [B, q, vocab], ...}` (attention_mask is the encoder's padding mask). With
+  `{'logits': [B, q, vocab], ...}` (attention_mask is the encoder's padding mask;
+  encoder_hidden_states is None once 'cross_cache' holds the keys/values). With
   `decode=False` the same method is the full causal decoder (the uncached path).
 * Beam search reorders every cache array along its batch axis, found by comparing the
   cache's shapes at two batch sizes; scalars such as `cache_index` are shared by all
@@ -42,6 +51,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bertjax.layers import kv_cache
+
 Cache = Any
 
 
@@ -54,8 +65,8 @@ def init_cache(apply_fn: Callable[..., Any], *args, **kwargs) -> Cache:
 
 
 def cache_batch_axes(make_cache: Callable[[int], Cache]) -> Any:
-  """For each cache leaf, its batch axis (or -1 when it has none), from the abstract
-  caches `make_cache(1)` and `make_cache(2)` of two batch sizes."""
+  """For each leaf of a cache (or any pytree), its batch axis (or -1 when it has none),
+  from the abstract results `make_cache(1)` and `make_cache(2)` of two batch sizes."""
   one, two = (jax.eval_shape(lambda: make_cache(b)) for b in (1, 2))
 
   def axis(a, b):
@@ -93,6 +104,9 @@ class GenerationConfig:
   forced_bos_token_id: Optional[int] = None
   forced_eos_token_id: Optional[int] = None
   use_cache: bool = True
+  # bertjax only: False recomputes encoder-decoders' cross-attention keys/values from the
+  # encoder output at every step (the self-attention cache alone; a benchmark baseline).
+  cache_cross_attention: bool = True
 
   def __post_init__(self):
     if self.max_new_tokens < 1:
@@ -141,10 +155,10 @@ class _DecoderOnly:
     positions = jnp.maximum(jnp.cumsum(key_mask, axis=1) - 1, 0)
     return {"key_mask": key_mask, "positions": positions}, input_ids
 
-  def init_cache(self, params, context, batch: int, total: int) -> Cache:
+  def init_cache(self, params, context, batch: int, total: int) -> tuple[dict, Cache]:
     tokens = jnp.zeros((batch, total), jnp.int32)
-    return init_cache(self.module.apply, {"params": params}, tokens, attention_mask=tokens,
-                      position_ids=tokens, decode=True)
+    return context, init_cache(self.module.apply, {"params": params}, tokens,
+                               attention_mask=tokens, position_ids=tokens, decode=True)
 
   def logits(self, params, context, cache, tokens, start):
     if cache is None:  # the full sequence, recomputed
@@ -161,8 +175,9 @@ class _DecoderOnly:
 class _EncoderDecoder:
   """T5 / BART: encode once; the decoder starts from `decoder_start_token_id`."""
 
-  def __init__(self, module):
+  def __init__(self, module, cache_cross_attention: bool = True):
     self.module = module
+    self.cache_cross_attention = cache_cross_attention
 
   def prepare(self, params, input_ids, attention_mask, total: int, cfg: GenerationConfig):
     del total
@@ -174,26 +189,37 @@ class _EncoderDecoder:
     start = jnp.full((input_ids.shape[0], 1), cfg.decoder_start_token_id, jnp.int32)
     return {"encoded": encoded, "attention_mask": attention_mask}, start
 
-  def init_cache(self, params, context, batch: int, total: int) -> Cache:
+  def init_cache(self, params, context, batch: int, total: int) -> tuple[dict, Cache]:
+    """(context, empty self-attention cache); the context's encoder output is replaced by
+    its cross-attention keys/values, projected here once."""
     encoded, mask = context["encoded"], context["attention_mask"]
-    return init_cache(self.module.apply, {"params": params}, jnp.zeros((batch, total), jnp.int32),
-                      jnp.zeros((batch,) + encoded.shape[1:], encoded.dtype),
-                      jnp.ones((batch,) + mask.shape[1:], mask.dtype), decode=True,
-                      method="decode")
+    tokens = jnp.zeros((batch, total), jnp.int32)
+    if not self.cache_cross_attention:
+      return context, init_cache(self.module.apply, {"params": params}, tokens, encoded, mask,
+                                 decode=True, method="decode")
+    _, variables = self.module.apply({"params": params}, tokens, encoded, mask, decode=True,
+                                     method="decode", mutable=["cache", kv_cache.CROSS_COLLECTION])
+    context = {"attention_mask": mask, "cross_cache": variables[kv_cache.CROSS_COLLECTION]}
+    return context, variables["cache"]
 
   def logits(self, params, context, cache, tokens, start):
     del start  # the decoder's own cache tracks positions
-    args = (tokens, context["encoded"], context["attention_mask"])
+    mask = context["attention_mask"]
     if cache is None:
-      return self.module.apply({"params": params}, *args, method="decode")["logits"], None
-    out, variables = self.module.apply({"params": params, "cache": cache}, *args, decode=True,
-                                       method="decode", mutable=["cache"])
+      out = self.module.apply({"params": params}, tokens, context["encoded"], mask,
+                              method="decode")
+      return out["logits"], None
+    variables = {"params": params, "cache": cache}
+    if "cross_cache" in context:
+      variables[kv_cache.CROSS_COLLECTION] = context["cross_cache"]
+    out, variables = self.module.apply(variables, tokens, context.get("encoded"), mask,
+                                       decode=True, method="decode", mutable=["cache"])
     return out["logits"], variables["cache"]
 
 
-def _runner(module):
+def _runner(module, cfg: Optional["GenerationConfig"] = None):
   if hasattr(module, "encode") and hasattr(module, "decode"):
-    return _EncoderDecoder(module)
+    return _EncoderDecoder(module, cfg is None or cfg.cache_cross_attention)
   return _DecoderOnly(module)
 
 
@@ -248,7 +274,7 @@ def _greedy_or_sample(runner, cfg: GenerationConfig, params, input_ids, attentio
   pad = cfg.pad_token_id if cfg.pad_token_id is not None else (eos if eos is not None else 0)
   sequences = jnp.full((batch, total), pad, jnp.int32).at[:, :prompt_len].set(prompt)
   if cfg.use_cache:
-    cache = runner.init_cache(params, context, batch, total)
+    context, cache = runner.init_cache(params, context, batch, total)
     logits, cache = runner.logits(params, context, cache, prompt, 0)
     next_logits = logits[:, -1]
   else:
@@ -304,7 +330,6 @@ def _beam_search(runner, cfg: GenerationConfig, params, input_ids, attention_mas
                                    _total(runner, input_ids, cfg), cfg)
   batch, prompt_len = prompt.shape
   total = prompt_len + cfg.max_new_tokens
-  context = jax.tree.map(lambda x: jnp.repeat(x, beams, axis=0), context)
   flat_prompt = jnp.repeat(prompt, beams, axis=0)
   # transformers fills with `pad_token_id or eos_token_id`: a pad id of 0 falls to EOS.
   fill = cfg.pad_token_id or (eos if eos is not None else -1)
@@ -315,12 +340,18 @@ def _beam_search(runner, cfg: GenerationConfig, params, input_ids, attention_mas
       prompt[:, None])
   running_scores = jnp.zeros((batch, beams)).at[:, 1:].set(_NEG)
   if cfg.use_cache:
-    cache = runner.init_cache(params, context, batch * beams, total)
-    axes = cache_batch_axes(lambda b: runner.init_cache(
-        params, jax.tree.map(lambda x: x[:1], context), b, total))
+    # Built (cross-attention keys/values projected) for each example, then copied to its
+    # beams once; only the self-attention cache is reordered as beams are chosen.
+    make = lambda b: runner.init_cache(
+        params, jax.tree.map(lambda x: jnp.repeat(x[:1], b, axis=0), context), b, total)
+    context_axes, axes = cache_batch_axes(make)
+    context, cache = jax.tree.map(
+        lambda x, a: x if a < 0 else jnp.repeat(x, beams, axis=a),
+        runner.init_cache(params, context, batch, total), (context_axes, axes))
     logits, cache = runner.logits(params, context, cache, flat_prompt, 0)
     next_logits = logits[:, -1]
   else:
+    context = jax.tree.map(lambda x: jnp.repeat(x, beams, axis=0), context)
     cache, axes = None, None
     next_logits = runner.logits(params, context, None, running.reshape(batch * beams, total),
                                 0)[0][:, prompt_len - 1]
@@ -411,7 +442,7 @@ def _beam_search(runner, cfg: GenerationConfig, params, input_ids, attention_mas
 
 @functools.lru_cache(maxsize=32)
 def _compiled(module, cfg: GenerationConfig):
-  runner = _runner(module)
+  runner = _runner(module, cfg)
   search = _beam_search if cfg.num_beams > 1 else _greedy_or_sample
   return jax.jit(functools.partial(search, runner, cfg))
 
@@ -428,14 +459,17 @@ def generate(module, params, input_ids, attention_mask=None, *, model_config: An
     `top_k`, `top_p`, `length_penalty`, `early_stopping`, `num_return_sequences`, token ids
     (`eos_token_id`, `pad_token_id`, `decoder_start_token_id`, `forced_bos_token_id`,
     `forced_eos_token_id`; by default from `model_config`), `use_cache` (False recomputes
-    the whole sequence each step).
+    the whole sequence each step), `cache_cross_attention` (False recomputes the
+    cross-attention keys/values every step).
   prng_key: the sampling key (the same key gives the same samples).
   """
-  input_ids = jnp.asarray(input_ids, jnp.int32)
+  # Host arrays in and out: eager jnp ops here would each compile per shape (and slicing
+  # the output by its data-dependent length would compile once per length).
+  input_ids = np.asarray(input_ids, np.int32)
   if input_ids.ndim != 2:
     raise ValueError(f"input_ids has shape {input_ids.shape}; expected [batch, length].")
-  attention_mask = (jnp.ones_like(input_ids) if attention_mask is None
-                    else jnp.asarray(attention_mask, jnp.int32))
+  attention_mask = (np.ones_like(input_ids) if attention_mask is None
+                    else np.asarray(attention_mask, np.int32))
   if "max_length" in kwargs and "max_new_tokens" not in kwargs:
     decoder_prompt = 1 if isinstance(_runner(module), _EncoderDecoder) else input_ids.shape[1]
     kwargs["max_new_tokens"] = kwargs["max_length"] - decoder_prompt
@@ -443,4 +477,4 @@ def generate(module, params, input_ids, attention_mask=None, *, model_config: An
   if prng_key is None:
     prng_key = jax.random.PRNGKey(0)
   sequences, length = _compiled(module, cfg)(params, input_ids, attention_mask, prng_key)
-  return np.asarray(sequences[:, :int(length)])
+  return np.asarray(sequences)[:, :int(length)]

@@ -61,6 +61,9 @@ class MultiHeadAttention(nn.Module):
   decode: incremental self-attention with a key/value cache (bertjax.layers.kv_cache);
   `mask` and `bias` then span the whole cache ([..., q, cache_length]) and the cache adds
   the causal / not-yet-filled part of the mask itself.
+  cache_cross_kv: cross-attention during decoding; keys/values of `inputs_kv` are
+  projected once and kept in the 'cross_cache' collection (kv_cache.cross_key_value),
+  so later calls may pass `inputs_kv=None`.
   """
   num_heads: int
   head_dim: int
@@ -70,6 +73,7 @@ class MultiHeadAttention(nn.Module):
   init_std: float = 0.02
   dtype: Dtype = jnp.float32
   decode: bool = False
+  cache_cross_kv: bool = False
 
   def _projection(self, name: str) -> dense.DenseGeneral:
     return dense.DenseGeneral((self.num_heads, self.head_dim), ("embed", "heads", "kv"),
@@ -80,11 +84,14 @@ class MultiHeadAttention(nn.Module):
   def __call__(self, inputs_q: jax.Array, inputs_kv: Optional[jax.Array] = None,
                mask: Optional[jax.Array] = None, bias: Optional[jax.Array] = None, *,
                deterministic: bool = True) -> jax.Array:
-    if inputs_kv is None:
+    if inputs_kv is None and not self.cache_cross_kv:
       inputs_kv = inputs_q
     query = self._projection("query")(inputs_q)
-    key = self._projection("key")(inputs_kv)
-    value = self._projection("value")(inputs_kv)
+    project = lambda x: (self._projection("key")(x), self._projection("value")(x))
+    if self.cache_cross_kv:
+      key, value = kv_cache.cross_key_value(self, inputs_kv, project)
+    else:
+      key, value = project(inputs_kv)
     query = nn.with_logical_constraint(query, ("batch", "length", "heads", "kv"))
     key = nn.with_logical_constraint(key, ("batch", "kv_length", "heads", "kv"))
     value = nn.with_logical_constraint(value, ("batch", "kv_length", "heads", "kv"))

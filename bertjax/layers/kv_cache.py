@@ -9,6 +9,12 @@ and filled slots after a query's own position, are masked out.
 
 The cache is created, empty, by one call on a full-length input (`cache_length` is that
 input's length); that call writes nothing, so decoding starts at index 0.
+
+Cross-attention keys/values depend only on the encoder output, so they are projected
+once, by that same creating call, into a separate read-only collection
+'cross_cache' (cross_key, cross_value: [batch, heads, kv, source_length]) that later steps read
+but do not return: a mutable collection would be copied out of the layer scan and the
+decoding loop at every step.
 """
 import flax.linen as nn
 import jax
@@ -62,3 +68,32 @@ def step_positions(module: nn.Module, length: int) -> tuple[jax.Array, int]:
   if ready:
     filled.value = jnp.arange(cache_length) < start + length
   return start, cache_length
+
+
+CROSS_COLLECTION = "cross_cache"
+
+
+def cross_key_value(module: nn.Module, inputs_kv, project) -> tuple[jax.Array, jax.Array]:
+  """Cross-attention keys/values: read from `module`'s 'cross_cache' when it holds them,
+  else `project(inputs_kv)` -> (key, value), stored there when the collection is mutable
+  (the creating call). Without a mutable 'cross_cache' nothing is stored, so they are
+  recomputed at every step (the uncached baseline)."""
+  if module.has_variable(CROSS_COLLECTION, "cross_key"):
+    return tuple(jnp.transpose(module.get_variable(CROSS_COLLECTION, name), _FROM_STORED)
+                 for name in ("cross_key", "cross_value"))
+  if inputs_kv is None:
+    raise ValueError(f"{module.name}: no cached cross-attention keys/values and no encoder "
+                     "output to compute them from.")
+  key, value = project(inputs_kv)
+  if module.is_mutable_collection(CROSS_COLLECTION):
+    module.put_variable(CROSS_COLLECTION, "cross_key", jnp.transpose(key, _TO_STORED))
+    module.put_variable(CROSS_COLLECTION, "cross_value", jnp.transpose(value, _TO_STORED))
+  return key, value
+
+
+# Stored as [batch, heads, kv, source_length], the operand layout of the batched
+# (batch, heads) attention dots: read back as [batch, source, heads, kv], the two
+# transposes cancel, where the natural layout cost XLA:CPU a transposing copy of every
+# layer's keys and values at every step (measured: benchmarks/results/results.md).
+_TO_STORED = (0, 2, 3, 1)
+_FROM_STORED = (0, 3, 1, 2)

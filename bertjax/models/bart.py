@@ -92,9 +92,10 @@ class BartLayer(nn.Module):
     heads = cfg.decoder_heads if self.is_decoder else cfg.encoder_heads
     ffn_size = cfg.decoder_ffn_size if self.is_decoder else cfg.encoder_ffn_size
 
-    def attend(name, q, kv, m, decode=False):
+    def attend(name, q, kv, m, decode=False, cache_cross_kv=False):
       return attention.MultiHeadAttention(heads, cfg.hidden_size // heads, cfg.attention_dropout,
                                           init_std=cfg.init_std, dtype=dtype, decode=decode,
+                                          cache_cross_kv=cache_cross_kv,
                                           name=name)(q, kv, mask=m, deterministic=det)
 
     drop = nn.Dropout(cfg.dropout)
@@ -102,7 +103,8 @@ class BartLayer(nn.Module):
         x + drop(attend("self_attention", x, None, mask, self.decode), deterministic=det))
     if self.is_decoder:
       x = norms.LayerNorm(cfg.layer_norm_eps, dtype, name="cross_attention_norm")(
-          x + drop(attend("cross_attention", x, encoded, cross_mask), deterministic=det))
+          x + drop(attend("cross_attention", x, encoded, cross_mask, cache_cross_kv=self.decode),
+                   deterministic=det))
     h = ffn.MlpBlock(ffn_size, cfg.activation, cfg.dropout, init_std=cfg.init_std, dtype=dtype,
                      intermediate_dropout=True, intermediate_dropout_rate=cfg.activation_dropout,
                      name="mlp")(x, deterministic=det)
@@ -138,7 +140,8 @@ class BartStack(nn.Module):
 
     layer_cls = nn.remat(BartLayer, prevent_cse=False) if cfg.remat else BartLayer
     args = (x, mask, encoded, cross_mask) if self.is_decoder else (x, mask)
-    stacked = nn.scan(layer_cls, variable_axes={"params": 0, "cache": 0},
+    axes = {"params": 0, "cache": 0, kv_cache.CROSS_COLLECTION: 0}
+    stacked = nn.scan(layer_cls, variable_axes=axes,
                       split_rngs={"params": True, "dropout": True},
                       in_axes=(nn.broadcast,) * (len(args) - 1),
                       length=cfg.decoder_layers if self.is_decoder else cfg.encoder_layers,

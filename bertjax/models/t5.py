@@ -107,11 +107,12 @@ SIZES = {"small": t5_small, "base": t5_base, "large": t5_large,
          "v1_1_xl": t5_v1_1_xl, "v1_1_xxl": t5_v1_1_xxl}
 
 
-def _attention(cfg: T5Config, name: str, decode: bool = False) -> attention.MultiHeadAttention:
+def _attention(cfg: T5Config, name: str, decode: bool = False,
+               cache_cross_kv: bool = False) -> attention.MultiHeadAttention:
   return attention.MultiHeadAttention(
       cfg.num_heads, cfg.head_dim, cfg.dropout_rate, use_bias=False, scale_logits=False,
       init_std=cfg.initializer_factor * cfg.hidden_size ** -0.5, dtype=jnp.dtype(cfg.dtype),
-      decode=decode, name=name)
+      decode=decode, cache_cross_kv=cache_cross_kv, name=name)
 
 
 def _mlp(cfg: T5Config) -> ffn.MlpBlock:
@@ -157,8 +158,8 @@ class T5DecoderLayer(nn.Module):
     h = _attention(cfg, "self_attention", self.decode)(
         _norm(cfg, "self_attention_norm")(x), mask=mask, bias=bias, deterministic=det)
     x = x + drop(h, deterministic=det)
-    h = _attention(cfg, "cross_attention")(_norm(cfg, "cross_attention_norm")(x), encoded,
-                                           mask=cross_mask, deterministic=det)
+    h = _attention(cfg, "cross_attention", cache_cross_kv=self.decode)(
+        _norm(cfg, "cross_attention_norm")(x), encoded, mask=cross_mask, deterministic=det)
     x = x + drop(h, deterministic=det)
     x = x + _mlp(cfg)(_norm(cfg, "mlp_norm")(x), deterministic=det)
     x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
@@ -195,7 +196,8 @@ class T5Stack(nn.Module):
     num_layers = cfg.num_decoder_layers if self.is_decoder else cfg.num_layers
     extra = dict(decode=decode) if self.is_decoder else {}
     args = (x, mask, bias, encoded, cross_mask) if self.is_decoder else (x, mask, bias)
-    stacked = nn.scan(layer_cls, variable_axes={"params": 0, "cache": 0},
+    axes = {"params": 0, "cache": 0, kv_cache.CROSS_COLLECTION: 0}
+    stacked = nn.scan(layer_cls, variable_axes=axes,
                       split_rngs={"params": True, "dropout": True},
                       in_axes=(nn.broadcast,) * (len(args) - 1), length=num_layers,
                       metadata_params={nn.PARTITION_NAME: "layers"})

@@ -2,11 +2,16 @@
 import jax
 import numpy as np
 
+from bertjax.layers import kv_cache
+
 
 def cached_vs_full_logits(module, params, input_ids, attention_mask, decoder_input_ids,
                           prompt_length: int = 1):
-  """Decoder logits from one full causal pass, and from the key/value cache fed
-  `prompt_length` tokens at once and then one token per step. Returns (full, cached)."""
+  """Decoder logits from one full causal pass, and from the key/value caches (self-
+  attention, and cross-attention keys/values projected once by the creating call) fed
+  `prompt_length` tokens at once and then one token per step. The steps get no encoder
+  output, so they can only have used the cached cross-attention keys/values.
+  Returns (full, cached)."""
   variables = {"params": params}
   apply = jax.jit(module.apply, static_argnames=("method", "mutable", "decode"))
   encoded = apply(variables, input_ids, attention_mask, method="encode")
@@ -14,14 +19,16 @@ def cached_vs_full_logits(module, params, input_ids, attention_mask, decoder_inp
   full = apply(variables, decoder_input_ids, encoded, attention_mask, method="decode")["logits"]
   # The creating call sizes the (empty) cache from a full-length input.
   _, state = apply(variables, decoder_input_ids, encoded, attention_mask, decode=True,
-                   method="decode", mutable=("cache",))
+                   method="decode", mutable=("cache", kv_cache.CROSS_COLLECTION))
+  variables = {**variables, kv_cache.CROSS_COLLECTION: state[kv_cache.CROSS_COLLECTION]}
   cache = state["cache"]
   steps = [(0, prompt_length)] + [(t, t + 1) for t in range(prompt_length,
                                                             decoder_input_ids.shape[1])]
   cached = []
   for start, stop in steps:
-    out, state = apply({**variables, "cache": cache}, decoder_input_ids[:, start:stop], encoded,
+    out, state = apply({**variables, "cache": cache}, decoder_input_ids[:, start:stop], None,
                        attention_mask, decode=True, method="decode", mutable=("cache",))
+    assert set(state) == {"cache"}  # the cross-attention keys/values are read, not returned
     cache = state["cache"]
     cached.append(np.asarray(out["logits"]))
   return np.asarray(full), np.concatenate(cached, axis=1)

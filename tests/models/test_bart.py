@@ -125,7 +125,7 @@ def test_cached_decoding_equals_full_decoding(prompt_length, tmp_path):
   full, cached = seq2seq_testing.cached_vs_full_logits(
       ours.module, ours.params, inputs["input_ids"], inputs["attention_mask"], decoder_ids,
       prompt_length)
-  np.testing.assert_allclose(cached, full, atol=1e-4)
+  np.testing.assert_allclose(cached, full, rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("settings", [dict(num_beams=1), dict(num_beams=3, length_penalty=0.7)])
