@@ -32,6 +32,10 @@ class GlueTask:
   # uncentred target would spend a short fine-tuning run just learning its mean.
   label_center: float = 0.0
   label_scale: float = 1.0
+  # The GLUE server's file name per eval split (its test split: "dev*" -> "test*"),
+  # and the test files' text columns when they differ (test files start with an index).
+  submission_names: tuple[str, ...] = ()
+  test_text_columns: tuple[int, ...] | None = None
 
   @property
   def is_regression(self) -> bool:
@@ -44,21 +48,30 @@ class GlueTask:
   def path(self, split: str, data_dir: str | None = None) -> str:
     return os.path.join(data_dir or paths.data_dir(), "glue", self.folder, f"{split}.tsv")
 
+  @property
+  def test_splits(self) -> tuple[str, ...]:
+    return tuple(s.replace("dev", "test", 1) for s in self.eval_splits)
+
 
 _NLI = ("entailment", "not_entailment")
 TASKS = {t.name: t for t in [
     # CoLA has no header: source, label, original label, sentence.
-    GlueTask("cola", "CoLA", (3,), 1, ("0", "1"), ("mcc",), has_header=False, num_columns=4),
-    GlueTask("sst2", "SST-2", (0,), 1, ("0", "1"), ("accuracy",)),
-    GlueTask("mrpc", "MRPC", (3, 4), 0, ("0", "1"), ("f1", "accuracy")),
-    GlueTask("qqp", "QQP", (3, 4), 5, ("0", "1"), ("f1", "accuracy")),
+    GlueTask("cola", "CoLA", (3,), 1, ("0", "1"), ("mcc",), has_header=False, num_columns=4,
+             submission_names=("CoLA",), test_text_columns=(1,)),
+    GlueTask("sst2", "SST-2", (0,), 1, ("0", "1"), ("accuracy",), submission_names=("SST-2",),
+             test_text_columns=(1,)),
+    GlueTask("mrpc", "MRPC", (3, 4), 0, ("0", "1"), ("f1", "accuracy"),
+             submission_names=("MRPC",)),
+    GlueTask("qqp", "QQP", (3, 4), 5, ("0", "1"), ("f1", "accuracy"), submission_names=("QQP",),
+             test_text_columns=(1, 2)),
     GlueTask("stsb", "STS-B", (7, 8), 9, None, ("pearson", "spearman"), label_center=2.5,
-             label_scale=2.5),
+             label_scale=2.5, submission_names=("STS-B",)),
     GlueTask("mnli", "MNLI", (8, 9), -1, ("contradiction", "entailment", "neutral"),
-             ("accuracy",), eval_splits=("dev_matched", "dev_mismatched")),
-    GlueTask("qnli", "QNLI", (1, 2), 3, _NLI, ("accuracy",)),
-    GlueTask("rte", "RTE", (1, 2), 3, _NLI, ("accuracy",)),
-    GlueTask("wnli", "WNLI", (1, 2), 3, ("0", "1"), ("accuracy",)),
+             ("accuracy",), eval_splits=("dev_matched", "dev_mismatched"),
+             submission_names=("MNLI-m", "MNLI-mm")),
+    GlueTask("qnli", "QNLI", (1, 2), 3, _NLI, ("accuracy",), submission_names=("QNLI",)),
+    GlueTask("rte", "RTE", (1, 2), 3, _NLI, ("accuracy",), submission_names=("RTE",)),
+    GlueTask("wnli", "WNLI", (1, 2), 3, ("0", "1"), ("accuracy",), submission_names=("WNLI",)),
 ]}
 
 
@@ -72,8 +85,9 @@ def get_task(name: str) -> GlueTask:
 class PairExample:
   text_a: str
   text_b: str | None
-  label: float | int  # class index, or the score for regression
+  label: float | int  # class index, or the score for regression (0 in unlabelled test files)
   source: str         # "file:line", for error messages
+  guid: str = ""      # the submission's index: test files' index column, dev's data row
 
 
 def read_examples(task: GlueTask, split: str, skip_log: readers.SkipLog,
@@ -98,7 +112,23 @@ def read_examples(task: GlueTask, split: str, skip_log: readers.SkipLog,
       continue
     texts = [fields[c] for c in task.text_columns]
     examples.append(PairExample(texts[0], texts[1] if len(texts) > 1 else None, label,
-                                f"{path}:{line}"))
+                                f"{path}:{line}", str(line - 1 - task.has_header)))
+    if limit is not None and len(examples) >= limit:
+      break
+  return examples
+
+
+def read_test_examples(task: GlueTask, split: str, skip_log: readers.SkipLog,
+                       data_dir: str | None = None,
+                       limit: int | None = None) -> list[PairExample]:
+  """The unlabelled rows of a GLUE test file (header, index column first)."""
+  path = task.path(split, data_dir)
+  columns = task.test_text_columns or task.text_columns
+  examples = []
+  for line, fields in readers.read_tsv(path, skip_log, has_header=True):
+    texts = [fields[c] for c in columns]
+    examples.append(PairExample(texts[0], texts[1] if len(texts) > 1 else None, 0,
+                                f"{path}:{line}", fields[0]))
     if limit is not None and len(examples) >= limit:
       break
   return examples
@@ -126,6 +156,14 @@ def predictions_from_logits(task: GlueTask, logits: np.ndarray) -> np.ndarray:
   if task.is_regression:
     return logits[..., 0] * task.label_scale + task.label_center
   return logits.argmax(-1)
+
+
+def submission_labels(task: GlueTask, logits: np.ndarray) -> list[str]:
+  """Predictions as the GLUE server reads them: label strings, or STS-B scores in [0, 5]."""
+  predicted = predictions_from_logits(task, logits)
+  if task.is_regression:
+    return [f"{v:.3f}" for v in np.clip(predicted, 0.0, 5.0)]
+  return [task.labels[i] for i in predicted]
 
 
 def evaluate(task: GlueTask, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:

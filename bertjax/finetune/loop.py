@@ -13,12 +13,14 @@ import time
 from typing import Any, Callable, Mapping
 
 import flax.linen as nn
+import gin
 import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
 from bertjax import optimizers, partitioning, train_state
+from bertjax.configurables import typechecked
 
 Arrays = Mapping[str, np.ndarray]
 
@@ -35,6 +37,12 @@ class FinetuneConfig:
   eval_batch_size: int = 64
   seed: int = 0
   log_every: int = 20
+
+
+# gin binds the fields (`FinetuneConfig.learning_rate = 2e-5`); a value of the wrong
+# type fails when the config is built, naming the binding.
+FinetuneConfig.__init__ = typechecked(FinetuneConfig.__init__)
+FinetuneConfig = gin.configurable(FinetuneConfig)
 
 
 def num_rows(arrays: Arrays) -> int:
@@ -65,6 +73,11 @@ def lengths(arrays: Arrays) -> np.ndarray:
   """Real tokens per row (the longest choice for multiple-choice rows)."""
   mask = arrays["attention_mask"]
   return mask.reshape(len(mask), -1, mask.shape[-1]).sum(-1).max(-1)
+
+
+def steps_per_epoch(num_examples: int, batch_size: int) -> int:
+  """Full batches per pass over the data (each epoch drops its last partial batch)."""
+  return max(num_examples // min(batch_size, num_examples), 1)
 
 
 def train_batches(arrays: Arrays, batch_size: int, num_steps: int, seed: int,
@@ -164,9 +177,15 @@ class Finetuner:
     return new_state, {"loss": loss, **{k: v[0] / jnp.maximum(v[1], 1e-9)
                                         for k, v in metrics.items() if k != "loss"}}
 
-  def train(self, arrays: Arrays, num_steps: int) -> list[dict[str, float]]:
-    """Runs `num_steps` updates; returns the logged metrics (every `log_every` steps)."""
+  def train(self, arrays: Arrays, num_steps: int,
+            on_epoch_end: Callable[[float, int], None] | None = None) -> list[dict[str, float]]:
+    """Runs `num_steps` updates; returns the logged metrics (every `log_every` steps).
+
+    `on_epoch_end(epoch, step)` runs after every full pass over `arrays` and after the
+    last step (a fractional epoch when `num_steps` is not a whole number of epochs).
+    """
     history, start = [], time.time()
+    per_epoch = steps_per_epoch(num_rows(arrays), self.config.batch_size)
     for i, batch in enumerate(train_batches(arrays, self.config.batch_size, num_steps,
                                             self.config.seed), start=1):
       self.state, metrics = self._train_step(self.state, batch)
@@ -176,6 +195,8 @@ class Finetuner:
         logging.info("step %d/%d %s", i, num_steps,
                      " ".join(f"{k}={v:.4g}" for k, v in row.items() if k != "step"))
         history.append(row)
+      if on_epoch_end is not None and (i % per_epoch == 0 or i == num_steps):
+        on_epoch_end(round(i / per_epoch, 3), i)
     return history
 
   @property

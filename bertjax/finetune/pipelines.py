@@ -1,29 +1,44 @@
-"""One function per task family: read -> features -> fine-tune -> predict -> score.
+"""One function per task family: read -> features -> fine-tune -> select -> predict.
 
-Each returns a JSON-able report: the metrics of every evaluation split, how many
-examples / features were used, what the readers skipped, and the training curve.
+Each run evaluates on dev after every epoch, keeps the best epoch's params
+(`selection.fit`: Orbax checkpoints, keep-best on the task's main metric), scores and
+writes predictions with them, and returns a JSON-able report: the scores of every
+split and epoch, the best epoch, sizes, what the readers skipped, the training curve.
+With `Options.output_dir`, predictions go to OUTPUT_DIR/predictions/ in each
+benchmark's submission format (`submission`), checkpoints to OUTPUT_DIR/checkpoints/
+and the per-epoch scores to OUTPUT_DIR/metrics.jsonl.
 """
+import contextlib
 import dataclasses
 import math
+import os
+import tempfile
 import time
 from typing import Any
 
+import gin
 import numpy as np
 from absl import logging
 
+from bertjax.configurables import typechecked
 from bertjax.finetune import (encoders, feature_based, glue, heads, loop, ner, objectives, readers,
-                              squad, squad_metrics, swag)
+                              selection, squad, squad_metrics, submission, swag)
 from bertjax.finetune.tokenization import WordPiece
+
+PREDICTIONS_DIR = "predictions"
 
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-  """Everything a run needs besides the task and the encoder (flags of `run.py`)."""
-  finetune: loop.FinetuneConfig = loop.FinetuneConfig()
+  """Everything a run needs besides the task and the encoder (gin: `Options.<field>`)."""
+  finetune: loop.FinetuneConfig = dataclasses.field(default_factory=loop.FinetuneConfig)
+  output_dir: str | None = None   # checkpoints, metrics.jsonl, predictions/; None: kept nowhere
   max_seq_length: int = 128
   max_train_examples: int | None = None  # keep the first N training examples
   max_eval_examples: int | None = None
   max_steps: int | None = None           # overrides num_epochs
+  eval_each_epoch: bool = True           # False: evaluate (and select) only at the end
+  predict_test: bool = True              # also predict the test split where one exists
   pooling: str = "pooler"
   data_dir: str | None = None
   # SQuAD
@@ -36,46 +51,94 @@ class Options:
   null_threshold: float = 0.0
 
 
+Options.__init__ = typechecked(Options.__init__)
+Options = gin.configurable(Options)
+
+
 def num_train_steps(num_examples: int, options: Options) -> int:
   if options.max_steps:
     return options.max_steps
-  per_epoch = max(num_examples // min(options.finetune.batch_size, num_examples), 1)
+  per_epoch = loop.steps_per_epoch(num_examples, options.finetune.batch_size)
   return max(1, math.ceil(options.finetune.num_epochs * per_epoch))
 
 
-def _train(model, objective, arrays, encoder: encoders.Encoder, options: Options,
-           frozen: tuple[str, ...] = ()) -> tuple[loop.Finetuner, dict[str, Any]]:
+@contextlib.contextmanager
+def _work_dir(options: Options, name: str = ""):
+  """OUTPUT_DIR[/name] for checkpoints and metrics; a temporary folder without one."""
+  if options.output_dir:
+    yield os.path.join(options.output_dir, name)
+  else:
+    with tempfile.TemporaryDirectory(prefix="bertjax_finetune_") as tmp:
+      yield tmp
+
+
+def _predictions_path(options: Options, *parts: str) -> str | None:
+  return os.path.join(options.output_dir, PREDICTIONS_DIR, *parts) if options.output_dir else None
+
+
+def _fit(model, objective, arrays, encoder: encoders.Encoder, options: Options,
+         evaluate: selection.Evaluate, metric: str, name: str = "",
+         frozen: tuple[str, ...] = ()) -> tuple[loop.Finetuner, selection.Selection, dict]:
+  """Fine-tunes with evaluation after each epoch; the finetuner ends on the best epoch."""
   n = loop.num_rows(arrays)
   steps = num_train_steps(n, options)
   start = time.time()
   tuner = loop.Finetuner(model, objective, arrays, options.finetune, steps, encoder.params,
                          frozen=frozen)
-  history = tuner.train(arrays, steps)
-  return tuner, {"train_rows": n, "train_steps": steps, "history": history,
-                 "train_time_s": time.time() - start}
+  with _work_dir(options, name) as directory:
+    chosen = selection.fit(tuner, arrays, steps, evaluate, metric, directory,
+                           options.eval_each_epoch)
+  report = {"train_rows": n, "train_steps": steps, "history": chosen.train_history,
+            "train_time_s": time.time() - start, **chosen.report(), "eval": chosen.scores}
+  return tuner, chosen, report
 
 
 def run_glue(task_name: str, encoder: encoders.Encoder, tokenizer: WordPiece,
              options: Options) -> dict[str, Any]:
   task = glue.get_task(task_name)
   skips = readers.SkipLog()
+  convert = lambda examples: encoder.fit_inputs(
+      glue.convert_examples(examples, tokenizer, options.max_seq_length))
   train = glue.read_examples(task, "train", skips, options.data_dir, options.max_train_examples)
-  arrays = glue.convert_examples(train, tokenizer, options.max_seq_length)
+  dev_sets = {}
+  for split in task.eval_splits:
+    examples = glue.read_examples(task, split, skips, options.data_dir, options.max_eval_examples)
+    dev_sets[split] = (examples, convert(examples))
+
+  def evaluate(tuner):
+    scores, logits = {}, {}
+    for split, (examples, arrays) in dev_sets.items():
+      start = time.time()
+      logits[split] = tuner.predict(arrays, ("logits",))["logits"]
+      scores[split] = {**glue.evaluate(task, logits[split], arrays["labels"]),
+                       "examples": len(examples), "eval_time_s": time.time() - start}
+    return scores, logits
+
   model = heads.SequenceClassifier(encoder.module, task.num_labels, pooling=options.pooling,
                                    dropout_rate=0.1)
   objective = (objectives.Regression(task.label_center, task.label_scale) if task.is_regression
                else objectives.Classification())
-  tuner, report = _train(model, objective, arrays, encoder, options)
-  report["eval"] = {}
-  for split in task.eval_splits:
-    start = time.time()
-    examples = glue.read_examples(task, split, skips, options.data_dir, options.max_eval_examples)
-    dev = glue.convert_examples(examples, tokenizer, options.max_seq_length)
-    logits = tuner.predict(dev, ("logits",))["logits"]
-    scores = glue.evaluate(task, logits, dev["labels"])
-    logging.info("%s %s: %s", task.name, split, scores)
-    report["eval"][split] = {**scores, "examples": len(examples),
-                             "eval_time_s": time.time() - start}
+  tuner, chosen, report = _fit(model, objective, convert(train), encoder, options, evaluate,
+                               f"{task.eval_splits[0]}/{task.metrics[0]}")
+  logging.info("%s best epoch: %s", task.name, chosen.scores)
+  if options.output_dir:
+    written = []
+    for split, name in zip(task.eval_splits, task.submission_names):
+      examples = dev_sets[split][0]
+      written.append(submission.write_glue(
+          _predictions_path(options, "dev", f"{name}.tsv"), [e.guid for e in examples],
+          glue.submission_labels(task, chosen.outputs[split])))
+    if options.predict_test:
+      for split, name in zip(task.test_splits, task.submission_names):
+        if not os.path.exists(task.path(split, options.data_dir)):
+          continue
+        examples = glue.read_test_examples(task, split, skips, options.data_dir,
+                                           options.max_eval_examples)
+        logits = tuner.predict(convert(examples), ("logits",))["logits"]
+        written.append(submission.write_glue(
+            _predictions_path(options, "test", f"{name}.tsv"), [e.guid for e in examples],
+            glue.submission_labels(task, logits)))
+    report["predictions"] = written
   report["skipped"] = {"count": len(skips), "summary": skips.summary()}
   return report
 
@@ -85,7 +148,7 @@ def run_squad(task_name: str, encoder: encoders.Encoder, tokenizer: WordPiece,
   """SQuAD from one JSON file split by article: the first `squad_train_articles`
   articles train, the rest evaluate (here: the public v1.1 dev set, as no train
   split is available). `max_train_examples` draws a seeded random subset of the
-  training questions."""
+  training questions. Selection: F1 (2.0: F1 at the best threshold, tuned on dev)."""
   version = {"squad11": "1.1", "squad20": "2.0"}[task_name]
   path = options.squad_file or squad.default_path()
   skips = readers.SkipLog()
@@ -101,31 +164,43 @@ def run_squad(task_name: str, encoder: encoders.Encoder, tokenizer: WordPiece,
   held_out = held_out[:options.max_eval_examples]
   window = dict(max_seq_length=options.max_seq_length, doc_stride=options.doc_stride,
                 max_query_length=options.max_query_length)
-  arrays = squad.convert_examples(train, tokenizer, training=True, **window)
+  arrays = encoder.fit_inputs(squad.convert_examples(train, tokenizer, training=True, **window))
+  features = encoder.fit_inputs(squad.convert_examples(held_out, tokenizer, training=False,
+                                                       **window))
   model_keys = ("input_ids", "attention_mask", "token_type_ids", "start_positions",
                 "end_positions")
-  tuner, report = _train(heads.SpanExtractor(encoder.module), objectives.SpanExtraction(),
-                         {k: arrays[k] for k in model_keys}, encoder, options)
-  report["train_questions"] = len(train)
-
-  start = time.time()
-  features = squad.convert_examples(held_out, tokenizer, training=False, **window)
-  logits = tuner.predict({k: features[k] for k in model_keys[:3]},
-                         ("start_logits", "end_logits"))
-  spans = squad.postprocess(held_out, features, logits["start_logits"], logits["end_logits"],
-                            options.n_best_size, options.max_answer_length)
-  answers, margins = squad.final_answers(spans, version, options.null_threshold)
   golds = {e.qid: list(e.answer_texts) for e in held_out}
-  scores = squad_metrics.evaluate(golds, answers, version,
-                                  na_scores=margins if version == "2.0" else None,
-                                  threshold=options.null_threshold)
-  logging.info("%s held-out: %s", task_name, scores)
-  report["eval"] = {"held_out": {**scores, "questions": len(held_out),
-                                 "articles": len({e.article for e in held_out}),
-                                 "features": len(features["input_ids"]),
-                                 "eval_time_s": time.time() - start}}
+
+  def evaluate(tuner):
+    start = time.time()
+    logits = tuner.predict({k: features[k] for k in model_keys[:3]},
+                           ("start_logits", "end_logits"))
+    spans = squad.postprocess(held_out, features, logits["start_logits"], logits["end_logits"],
+                              options.n_best_size, options.max_answer_length)
+    answers, margins = squad.final_answers(spans, version, options.null_threshold)
+    scores = squad_metrics.evaluate(golds, answers, version,
+                                    na_scores=margins if version == "2.0" else None,
+                                    threshold=options.null_threshold)
+    return {"held_out": {**scores, "questions": len(held_out),
+                         "articles": len({e.article for e in held_out}),
+                         "features": len(features["input_ids"]),
+                         "eval_time_s": time.time() - start}}, (answers, margins)
+
+  metric = "held_out/f1" if version == "1.1" else "held_out/best_f1"
+  _, chosen, report = _fit(heads.SpanExtractor(encoder.module), objectives.SpanExtraction(),
+                           {k: arrays[k] for k in model_keys}, encoder, options, evaluate, metric)
+  report["train_questions"] = len(train)
+  logging.info("%s held-out (best epoch): %s", task_name, chosen.scores["held_out"])
+  if options.output_dir:
+    answers, margins = chosen.outputs
+    report["predictions"] = submission.write_squad(
+        _predictions_path(options), answers, margins if version == "2.0" else None)
   report["skipped"] = {"count": len(skips), "summary": skips.summary()}
   return report
+
+
+_NER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+_NER_TRAIN = _NER_INPUTS + ("labels", "label_weights")
 
 
 def _ner_data(tokenizer: WordPiece, options: Options, skips: readers.SkipLog):
@@ -136,26 +211,52 @@ def _ner_data(tokenizer: WordPiece, options: Options, skips: readers.SkipLog):
   return train, convert(train), dev, convert(dev)
 
 
+def _ner_scores(tuner, sentences, arrays) -> tuple[dict[str, Any], list[list[str]]]:
+  start = time.time()
+  logits = tuner.predict({k: arrays[k] for k in _NER_INPUTS}, ("logits",))["logits"]
+  scores = ner.evaluate(logits, arrays, sentences)
+  return ({**scores, "sentences": len(sentences), "eval_time_s": time.time() - start},
+          ner.word_tags(logits, arrays["first_piece"], sentences))
+
+
 def run_ner(encoder: encoders.Encoder, tokenizer: WordPiece, options: Options) -> dict[str, Any]:
-  """CoNLL-2003: fine-tune on the first N training sentences, score the dev set."""
+  """CoNLL-2003: fine-tune on the first N training sentences, select on dev; the test
+  file (public, with gold tags) is scored and predicted with the selected params."""
   skips = readers.SkipLog()
   train, train_arrays, dev, dev_arrays = _ner_data(tokenizer, options, skips)
-  model_keys = ("input_ids", "attention_mask", "token_type_ids", "labels", "label_weights")
-  tuner, report = _train(heads.TokenClassifier(encoder.module, len(ner.LABELS)),
-                         objectives.TokenClassification(),
-                         {k: train_arrays[k] for k in model_keys}, encoder, options)
-  start = time.time()
-  logits = tuner.predict({k: dev_arrays[k] for k in model_keys[:3]}, ("logits",))["logits"]
-  scores = ner.evaluate(logits, dev_arrays, dev)
-  logging.info("conll2003 dev: %s", {k: v for k, v in scores.items() if k != "per_type"})
-  report["eval"] = {"dev": {**scores, "sentences": len(dev), "eval_time_s": time.time() - start}}
+
+  def evaluate(tuner):
+    scores, tags = _ner_scores(tuner, dev, dev_arrays)
+    return {"dev": scores}, tags
+
+  tuner, chosen, report = _fit(heads.TokenClassifier(encoder.module, len(ner.LABELS)),
+                               objectives.TokenClassification(),
+                               {k: train_arrays[k] for k in _NER_TRAIN}, encoder, options,
+                               evaluate, "dev/f1")
+  logging.info("conll2003 dev (best epoch): f1=%.4f", chosen.scores["dev"]["f1"])
+  written = []
+  if options.output_dir:
+    written.append(submission.write_conll(_predictions_path(options, "conll2003_dev.txt"),
+                                          dev, chosen.outputs))
+  test_path = ner.path("test", options.data_dir)
+  if options.predict_test and os.path.exists(test_path):
+    test = ner.read_sentences(test_path, skips)[:options.max_eval_examples]
+    scores, tags = _ner_scores(tuner, test, ner.convert_sentences(test, tokenizer,
+                                                                  options.max_seq_length))
+    report["eval"]["test"] = scores
+    if options.output_dir:
+      written.append(submission.write_conll(_predictions_path(options, "conll2003_test.txt"),
+                                            test, tags))
+  if written:
+    report["predictions"] = written
   report["skipped"] = {"count": len(skips), "summary": skips.summary()}
   return report
 
 
 def run_feature_based(encoder: encoders.Encoder, tokenizer: WordPiece, options: Options,
                       mode: str) -> dict[str, Any]:
-  """BERT Table 7 on CoNLL-2003: frozen encoder, BiLSTM tagger per feature choice.
+  """BERT Table 7 on CoNLL-2003: frozen encoder, BiLSTM tagger per feature choice, each
+  selected on dev by epoch (checkpoints under OUTPUT_DIR/feature_<mode>/).
 
   `mode` is one of feature_based.MODES or "all" (every mode over one extraction)."""
   modes = feature_based.MODES if mode == "all" else (mode,)
@@ -166,24 +267,33 @@ def run_feature_based(encoder: encoders.Encoder, tokenizer: WordPiece, options: 
                                         options.finetune.eval_batch_size)
             for name, arrays in (("train", train_arrays), ("dev", dev_arrays))}
   report: dict[str, Any] = {"train_rows": len(train), "extract_time_s": time.time() - start,
-                            "eval": {}}
+                            "eval": {}, "predictions": []}
   frozen_encoder = dataclasses.replace(encoder, params=None)  # the tagger starts from scratch
+  positions = np.where(dev_arrays["first_piece"] >= 0,
+                       np.arange(dev_arrays["first_piece"].shape[1]), -1)
   for name in modes:
     start = time.time()
     word = {split: feature_based.word_arrays(states[split], arrays["first_piece"],
                                              arrays["labels"], name)
             for split, arrays in (("train", train_arrays), ("dev", dev_arrays))}
+
+    def evaluate(tuner, word=word):
+      logits = tuner.predict(word["dev"], ("logits",))["logits"]
+      return ({"dev": ner.evaluate(logits, {"first_piece": positions}, dev)},
+              ner.word_tags(logits, positions, dev))
+
     tagger = feature_based.FeatureTagger(name, len(ner.LABELS))
-    tuner, trained = _train(tagger, feature_based.WordTagging(), word["train"], frozen_encoder,
-                            options)
-    logits = tuner.predict(word["dev"], ("logits",))["logits"]
-    positions = np.where(dev_arrays["first_piece"] >= 0,
-                         np.arange(dev_arrays["first_piece"].shape[1]), -1)
-    scores = ner.evaluate(logits, {"first_piece": positions}, dev)
-    logging.info("feature-based %s dev: f1=%.4f", name, scores["f1"])
+    _, chosen, trained = _fit(tagger, feature_based.WordTagging(), word["train"], frozen_encoder,
+                              options, evaluate, "dev/f1", name=f"feature_{name}")
+    scores = chosen.scores["dev"]
+    logging.info("feature-based %s dev (best epoch): f1=%.4f", name, scores["f1"])
     report["eval"][name] = {**scores, "train_steps": trained["train_steps"],
                             "train_time_s": trained["train_time_s"],
+                            "best_epoch": trained["best_epoch"], "epochs": trained["epochs"],
                             "time_s": time.time() - start}
+    if options.output_dir:
+      report["predictions"].append(submission.write_conll(
+          _predictions_path(options, f"conll2003_dev_{name}.txt"), dev, chosen.outputs))
   report["skipped"] = {"count": len(skips), "summary": skips.summary()}
   return report
 
@@ -194,13 +304,21 @@ def run_swag(encoder: encoders.Encoder, tokenizer: WordPiece, options: Options) 
   train = swag.read_examples(swag.path("train", options.data_dir), skips)
   dev = swag.read_examples(swag.path("val", options.data_dir), skips)
   train, dev = train[:options.max_train_examples], dev[:options.max_eval_examples]
-  arrays = swag.convert_examples(train, tokenizer, options.max_seq_length)
-  tuner, report = _train(heads.MultipleChoice(encoder.module, pooling=options.pooling),
-                         objectives.Classification(), arrays, encoder, options)
-  start = time.time()
-  dev_arrays = swag.convert_examples(dev, tokenizer, options.max_seq_length)
-  logits = tuner.predict(dev_arrays, ("logits",))["logits"]
-  report["eval"] = {"val": {"accuracy": swag.accuracy(logits, dev_arrays["labels"]),
-                            "examples": len(dev), "eval_time_s": time.time() - start}}
+  arrays = encoder.fit_inputs(swag.convert_examples(train, tokenizer, options.max_seq_length))
+  dev_arrays = encoder.fit_inputs(swag.convert_examples(dev, tokenizer, options.max_seq_length))
+
+  def evaluate(tuner):
+    start = time.time()
+    logits = tuner.predict(dev_arrays, ("logits",))["logits"]
+    return ({"val": {"accuracy": swag.accuracy(logits, dev_arrays["labels"]),
+                     "examples": len(dev), "eval_time_s": time.time() - start}},
+            logits.argmax(-1))
+
+  _, chosen, report = _fit(heads.MultipleChoice(encoder.module, pooling=options.pooling),
+                           objectives.Classification(), arrays, encoder, options, evaluate,
+                           "val/accuracy")
+  if options.output_dir:
+    report["predictions"] = [submission.write_swag(_predictions_path(options, "swag_val.csv"),
+                                                   chosen.outputs)]
   report["skipped"] = {"count": len(skips), "summary": skips.summary()}
   return report

@@ -1,26 +1,69 @@
-r"""Fine-tune and evaluate a pretrained encoder on one downstream task.
+r"""Fine-tune and evaluate a pretrained encoder on one downstream task, from gin.
 
+  python -m bertjax.finetune.run --gin_file=gin/finetune/glue_mrpc.gin \
+      --checkpoint=CKPT_DIR --output_dir=OUT [--gin_param="FinetuneConfig.learning_rate = 2e-5"]
   python -m bertjax.finetune.run --task=sst2 --checkpoint=CKPT_DIR --output_dir=OUT \
       [--max_train_examples=N] [--num_epochs=3] [--learning_rate=5e-5] ...
 
---checkpoint is a `python -m bertjax.convert` output (or a Hugging Face folder); its
-tokenizer files (vocab.txt / tokenizer.json) are used unless --tokenizer is given.
+gin binds three dataclasses: `FinetuneRun` (task, init_checkpoint, tokenizer,
+feature_mode), `Options` (data, lengths, SQuAD settings, output_dir) and
+`FinetuneConfig` (BERT's recipe: lr, batch, epochs, warmup). gin/finetune/ holds one
+file per benchmark over base.gin. Every other flag is a shorthand for one binding
+(listed in `FLAG_BINDINGS`), applied after the gin files and --gin_param, so the
+dataclasses' defaults and the gin files stay the one source of values. Bad bindings
+(unknown names, wrong types, a missing task / checkpoint) fail before anything loads.
+
+--checkpoint (FinetuneRun.init_checkpoint) is a `python -m bertjax.convert` output, a
+Hugging Face folder, or a `python -m bertjax.main` model_dir; its tokenizer files are
+used unless --tokenizer is given (a pretraining model_dir has none: give --tokenizer).
 Tasks: the GLUE names (cola sst2 mrpc qqp stsb mnli qnli rte wnli), squad11, squad20,
 conll2003, swag; `--feature_mode=...` trains a head on frozen features instead (BERT
-Table 7). The report (metrics, sizes, skipped rows, wall times, the command) is
-printed and written to OUTPUT_DIR/results.json.
+Table 7). OUTPUT_DIR gets results.json (metrics of every epoch, the best one, sizes,
+skipped rows, wall times, the command), metrics.jsonl, config.gin, the best epoch's
+checkpoint and predictions/ in each benchmark's submission format.
 """
+import dataclasses
 import functools
 import json
+import logging as std_logging
 import os
 import sys
 import time
 
+import gin
 from absl import app, flags, logging
 
-from bertjax.finetune import encoders, glue, loop, pipelines
+from bertjax import paths
+from bertjax.configurables import typechecked
+from bertjax.finetune import encoders, feature_based, glue, loop, pipelines
 from bertjax.finetune.tokenization import WordPiece
 
+TASKS = tuple(glue.TASKS) + ("squad11", "squad20", "conll2003", "swag")
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneRun:
+  """What to fine-tune on what (gin: `FinetuneRun.<field>`)."""
+  task: str = gin.REQUIRED
+  init_checkpoint: str = gin.REQUIRED
+  tokenizer: str | None = None     # default: the checkpoint's tokenizer files
+  feature_mode: str | None = None  # feature-based CoNLL-2003 (a feature_based.MODES or 'all')
+
+  def __post_init__(self):
+    if self.task not in TASKS:
+      raise ValueError(f"gin binding FinetuneRun.task = {self.task!r}: use one of {TASKS}.")
+    modes = feature_based.MODES + ("all",)
+    if self.feature_mode is not None:
+      if self.feature_mode not in modes:
+        raise ValueError(f"gin binding FinetuneRun.feature_mode = {self.feature_mode!r}: use "
+                         f"one of {modes}.")
+      if self.task != "conll2003":
+        raise ValueError("FinetuneRun.feature_mode is implemented for task 'conll2003' "
+                         "(BERT Table 7).")
+
+
+FinetuneRun.__init__ = typechecked(FinetuneRun.__init__)
+FinetuneRun = gin.configurable(FinetuneRun)
 
 # A private flag set: `bertjax.convert` and others define the same names (--checkpoint)
 # in absl's global set, and one process (a test session) may import them all.
@@ -30,52 +73,87 @@ _DEFINE_integer = functools.partial(flags.DEFINE_integer, flag_values=FLAGS)
 _DEFINE_float = functools.partial(flags.DEFINE_float, flag_values=FLAGS)
 _DEFINE_enum = functools.partial(flags.DEFINE_enum, flag_values=FLAGS)
 
-_DEFINE_string("task", None, "Task name, e.g. sst2, stsb, mrpc, rte, squad11, conll2003.")
-_DEFINE_string("checkpoint", None, "Converted checkpoint (or HF model folder) to start from.")
-_DEFINE_string("tokenizer", None, "Tokenizer folder/file; default: the checkpoint's.")
-_DEFINE_string("output_dir", None, "Where results.json goes.")
-_DEFINE_string("data_dir", None, "Shared data folder; default bertjax.paths.data_dir().")
-_DEFINE_integer("max_seq_length", 128, "Padded length of every input.")
-_DEFINE_integer("batch_size", 32, "Training batch size.")
-_DEFINE_integer("eval_batch_size", 64, "Prediction batch size.")
-_DEFINE_float("learning_rate", 5e-5, "Peak AdamW learning rate.")
-_DEFINE_float("num_epochs", 3.0, "Training epochs over the (possibly subsampled) set.")
-_DEFINE_float("warmup_fraction", 0.1, "Share of steps with linear warmup.")
-_DEFINE_float("weight_decay", 0.01, "AdamW weight decay (not on biases / norms).")
-_DEFINE_integer("max_steps", None, "Train exactly this many steps (overrides epochs).")
-_DEFINE_integer("max_train_examples", None, "Use only the first N training examples.")
-_DEFINE_integer("max_eval_examples", None, "Use only the first N evaluation examples.")
-_DEFINE_enum("pooling", "pooler", ["pooler", "cls", "mean"], "Sequence vector for heads.")
-_DEFINE_integer("seed", 0, "Initialisation / shuffling / dropout seed.")
-_DEFINE_integer("log_every", 20, "Log training metrics every N steps.")
-_DEFINE_integer("doc_stride", 128, "SQuAD: tokens between window starts.")
-_DEFINE_integer("max_query_length", 64, "SQuAD: question tokens kept.")
-_DEFINE_integer("max_answer_length", 30, "SQuAD: longest answer span in tokens.")
-_DEFINE_integer("n_best_size", 20, "SQuAD: start / end candidates per window.")
-_DEFINE_string("squad_file", None, "SQuAD JSON; default the shared dev-v1.1.json.")
-_DEFINE_integer("squad_train_articles", 38,
-                     "SQuAD 1.1 here: train on the first N articles of the file, evaluate on "
-                     "the rest (article-disjoint).")
-_DEFINE_float("null_threshold", 0.0, "SQuAD 2.0: answer '' when s_null - s_best > tau.")
+flags.DEFINE_multi_string("gin_file", [], "gin file(s), applied in order (also looked up "
+                          "under the repository's gin/ folder).", flag_values=FLAGS)
+flags.DEFINE_multi_string("gin_param", [], "gin bindings, applied after the files.",
+                          flag_values=FLAGS)
+flags.DEFINE_alias("gin_bindings", "gin_param", flag_values=FLAGS)
+
+# Shorthand flags: each sets one gin binding when given (None = not given).
+_DEFINE_string("task", None, "FinetuneRun.task, e.g. sst2, stsb, mrpc, rte, squad11, conll2003.")
+_DEFINE_string("checkpoint", None, "FinetuneRun.init_checkpoint: weights to start from.")
+_DEFINE_string("tokenizer", None, "FinetuneRun.tokenizer: folder/file; default the checkpoint's.")
 _DEFINE_string("feature_mode", None,
-                    "Feature-based (frozen encoder) NER instead of fine-tuning: one of "
-                    "embeddings, last, second_last, sum_last4, concat_last4, sum_all, or 'all'.")
+               "FinetuneRun.feature_mode: feature-based (frozen encoder) NER: one of "
+               "embeddings, last, second_last, sum_last4, concat_last4, sum_all, or 'all'.")
+_DEFINE_string("output_dir", None, "Options.output_dir: results, checkpoints, predictions.")
+_DEFINE_string("data_dir", None, "Options.data_dir; default bertjax.paths.data_dir().")
+_DEFINE_integer("max_seq_length", None, "Options.max_seq_length: padded length of inputs.")
+_DEFINE_integer("max_train_examples", None, "Options.max_train_examples (0: all).")
+_DEFINE_integer("max_eval_examples", None, "Options.max_eval_examples (0: all).")
+_DEFINE_integer("max_steps", None, "Options.max_steps: train exactly N steps (0: by epochs).")
+_DEFINE_enum("pooling", None, ["pooler", "cls", "mean"], "Options.pooling: sequence vector.")
+_DEFINE_integer("doc_stride", None, "Options.doc_stride: SQuAD tokens between windows.")
+_DEFINE_integer("max_query_length", None, "Options.max_query_length: SQuAD question tokens.")
+_DEFINE_integer("max_answer_length", None, "Options.max_answer_length: SQuAD span tokens.")
+_DEFINE_integer("n_best_size", None, "Options.n_best_size: SQuAD candidates per window.")
+_DEFINE_string("squad_file", None, "Options.squad_file; default the shared dev-v1.1.json.")
+_DEFINE_integer("squad_train_articles", None,
+                "Options.squad_train_articles: train on the first N articles of the file, "
+                "evaluate on the rest (article-disjoint).")
+_DEFINE_float("null_threshold", None, "Options.null_threshold: SQuAD 2.0 tau.")
+_DEFINE_integer("batch_size", None, "FinetuneConfig.batch_size: training batch.")
+_DEFINE_integer("eval_batch_size", None, "FinetuneConfig.eval_batch_size.")
+_DEFINE_float("learning_rate", None, "FinetuneConfig.learning_rate: peak AdamW rate.")
+_DEFINE_float("num_epochs", None, "FinetuneConfig.num_epochs.")
+_DEFINE_float("warmup_fraction", None, "FinetuneConfig.warmup_fraction.")
+_DEFINE_float("weight_decay", None, "FinetuneConfig.weight_decay.")
+_DEFINE_integer("seed", None, "FinetuneConfig.seed: init / shuffling / dropout.")
+_DEFINE_integer("log_every", None, "FinetuneConfig.log_every: steps between train logs.")
+
+FLAG_BINDINGS = {
+    "task": "FinetuneRun.task", "checkpoint": "FinetuneRun.init_checkpoint",
+    "tokenizer": "FinetuneRun.tokenizer", "feature_mode": "FinetuneRun.feature_mode",
+    **{name: f"Options.{name}" for name in (
+        "output_dir", "data_dir", "max_seq_length", "max_train_examples", "max_eval_examples",
+        "max_steps", "pooling", "doc_stride", "max_query_length", "max_answer_length",
+        "n_best_size", "squad_file", "squad_train_articles", "null_threshold")},
+    **{name: f"FinetuneConfig.{name}" for name in (
+        "batch_size", "eval_batch_size", "learning_rate", "num_epochs", "warmup_fraction",
+        "weight_decay", "seed", "log_every")},
+}
+_ZERO_MEANS_NONE = ("max_train_examples", "max_eval_examples", "max_steps")
 
 
-def options_from_flags() -> pipelines.Options:
-  finetune = loop.FinetuneConfig(
-      learning_rate=FLAGS.learning_rate, warmup_fraction=FLAGS.warmup_fraction,
-      batch_size=FLAGS.batch_size, num_epochs=FLAGS.num_epochs, weight_decay=FLAGS.weight_decay,
-      eval_batch_size=FLAGS.eval_batch_size, seed=FLAGS.seed, log_every=FLAGS.log_every)
-  return pipelines.Options(
-      finetune=finetune, max_seq_length=FLAGS.max_seq_length,
-      # 0 means "no limit", like leaving the flag out.
-      max_train_examples=FLAGS.max_train_examples or None,
-      max_eval_examples=FLAGS.max_eval_examples or None, max_steps=FLAGS.max_steps or None, pooling=FLAGS.pooling, data_dir=FLAGS.data_dir,
-      doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
-      max_answer_length=FLAGS.max_answer_length, n_best_size=FLAGS.n_best_size,
-      squad_file=FLAGS.squad_file, squad_train_articles=FLAGS.squad_train_articles,
-      null_threshold=FLAGS.null_threshold)
+def flag_bindings() -> list[str]:
+  """The gin bindings of the shorthand flags that were given."""
+  bindings = []
+  for flag, parameter in FLAG_BINDINGS.items():
+    value = FLAGS[flag].value
+    if value is None:
+      continue
+    if flag in _ZERO_MEANS_NONE and value == 0:
+      value = None
+    bindings.append(f"{parameter} = {value!r}")
+  return bindings
+
+
+def configure(gin_files: list[str], gin_params: list[str]) -> tuple[FinetuneRun, pipelines.Options]:
+  """Parses the config and builds it: every bad binding raises here, before any compute."""
+  # The repository's gin/ first: the task files' includes ('finetune/base.gin') resolve
+  # there without a logged miss per search path; a given path is tried as is first.
+  gin.add_config_file_search_path(str(paths.gin_dir()))
+  gin.add_config_file_search_path(os.getcwd())
+  # gin logs an error for each search path a file is not under, even when a later one
+  # has it; a file found nowhere still raises.
+  root = std_logging.getLogger()
+  level = root.level
+  root.setLevel(std_logging.CRITICAL)
+  try:
+    gin.parse_config_files_and_bindings(gin_files, gin_params)
+  finally:
+    root.setLevel(level)
+  return FinetuneRun(), pipelines.Options(finetune=loop.FinetuneConfig())
 
 
 def run_task(task: str, encoder: encoders.Encoder, tokenizer: WordPiece,
@@ -92,28 +170,39 @@ def run_task(task: str, encoder: encoders.Encoder, tokenizer: WordPiece,
     return pipelines.run_ner(encoder, tokenizer, options)
   if task == "swag":
     return pipelines.run_swag(encoder, tokenizer, options)
-  raise ValueError(f"Unknown task {task!r}; use a GLUE name ({', '.join(glue.TASKS)}), "
-                   f"squad11, squad20, conll2003 or swag.")
+  raise ValueError(f"Unknown task {task!r}; use one of {TASKS}.")
 
 
 def main(argv):
   del argv
-  if not FLAGS.task or not FLAGS.checkpoint:
-    raise app.UsageError("--task and --checkpoint are required.")
   start = time.time()
-  encoder = encoders.load(FLAGS.checkpoint)
-  tokenizer = WordPiece.from_path(FLAGS.tokenizer or encoder.tokenizer_dir)
+  try:
+    config, options = configure(FLAGS.gin_file, FLAGS.gin_param + flag_bindings())
+  except (ValueError, IOError, SyntaxError) as e:
+    sys.exit(f"Bad fine-tuning config: {e}")
+  run(config, options, start)
+
+
+def run(config: FinetuneRun, options: pipelines.Options, start: float | None = None) -> dict:
+  """Loads the encoder, runs the task, prints and writes the report (and returns it)."""
+  start = time.time() if start is None else start
+  if options.output_dir:
+    os.makedirs(options.output_dir, exist_ok=True)
+    with open(os.path.join(options.output_dir, "config.gin"), "w") as f:
+      f.write(gin.config_str())
+  encoder = encoders.load(config.init_checkpoint)
+  tokenizer = WordPiece.from_path(config.tokenizer or encoder.tokenizer_dir)
   logging.info("Encoder: %s", encoder.description)
-  report = run_task(FLAGS.task, encoder, tokenizer, options_from_flags(), FLAGS.feature_mode)
-  report = {"task": FLAGS.task, "encoder": encoder.description,
+  report = run_task(config.task, encoder, tokenizer, options, config.feature_mode)
+  report = {"task": config.task, "encoder": encoder.description,
             "command": "python -m bertjax.finetune.run " + " ".join(sys.argv[1:]),
             **report, "wall_time_s": time.time() - start}
-  summary = {k: v for k, v in report.items() if k != "history"}
+  summary = {k: v for k, v in report.items() if k not in ("history", "epochs")}
   print(json.dumps(summary, indent=2, default=str))
-  if FLAGS.output_dir:
-    os.makedirs(FLAGS.output_dir, exist_ok=True)
-    with open(os.path.join(FLAGS.output_dir, "results.json"), "w") as f:
+  if options.output_dir:
+    with open(os.path.join(options.output_dir, "results.json"), "w") as f:
       json.dump(report, f, indent=2, default=str)
+  return report
 
 
 def parse_flags(argv: list[str]) -> list[str]:

@@ -3,6 +3,7 @@ import csv
 import json
 import os
 
+import gin
 import jax
 import numpy as np
 import pytest
@@ -15,6 +16,13 @@ from bertjax.hf import model as hf_model
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "man", "sleeps", "person", "dog",
          "cat", "it", "rains", "is", "dry", "."]
+
+
+@pytest.fixture(autouse=True)
+def _clean_gin():
+  gin.clear_config()
+  yield
+  gin.clear_config()
 
 
 def _tiny_hf(directory, architecture):

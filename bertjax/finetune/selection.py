@@ -1,0 +1,106 @@
+"""Evaluation after every epoch and best-epoch selection, through the run checkpoints.
+
+BERT's recipe picks, among a few epochs (and learning rates), the model that scores
+best on dev. `fit` trains a `loop.Finetuner`, evaluates on dev after each epoch,
+appends the scores to `metrics.jsonl`, saves the params of each evaluated epoch with
+`checkpoints.RunCheckpoints` keeping only the best on the task's main metric (so
+`checkpoints.load_params(directory)` reads the selected model), and at the end
+restores the best epoch's params into the finetuner, so test-set predictions come
+from them. The best epoch's dev outputs are kept in memory, so the
+dev predictions written afterwards are that epoch's without another pass.
+"""
+import dataclasses
+import json
+import math
+import os
+import time
+from typing import Any, Callable
+
+import jax
+from absl import logging
+
+from bertjax import checkpoints
+from bertjax.finetune import loop
+
+METRICS_FILE = "metrics.jsonl"
+# Orbax ranks steps by a finite number; an undefined score (NaN correlation) is worst.
+_WORST = -1e30
+
+# evaluate(finetuner) -> ({split: {metric: value}}, outputs to write predictions from).
+Evaluate = Callable[[loop.Finetuner], tuple[dict[str, dict[str, Any]], Any]]
+
+
+@dataclasses.dataclass
+class Selection:
+  """What `fit` found: per-epoch scores, the best epoch and its dev outputs."""
+  metric: str                  # "split/name", e.g. "dev/accuracy"
+  epochs: list[dict[str, Any]]  # {"epoch", "step", "eval": {split: scores}}
+  best: dict[str, Any]         # {"epoch", "step", "value"}
+  outputs: Any                 # the best epoch's evaluate() outputs
+  train_history: list[dict[str, float]]
+
+  @property
+  def scores(self) -> dict[str, dict[str, Any]]:
+    """The best epoch's scores per split."""
+    return next(e["eval"] for e in self.epochs if e["step"] == self.best["step"])
+
+  def report(self) -> dict[str, Any]:
+    return {"selection_metric": self.metric, "best_epoch": self.best,
+            "epochs": self.epochs}
+
+
+def fit(tuner: loop.Finetuner, arrays: loop.Arrays, num_steps: int, evaluate: Evaluate,
+        metric: str, directory: str, each_epoch: bool = True) -> Selection:
+  """Trains `num_steps`, evaluating after every epoch (or only at the end), and leaves
+  the best evaluated params (by `metric` = "split/name", higher is better) in `tuner`.
+
+  `directory` receives `checkpoints/<step>/` (the best evaluated params, under
+  `state/params`) and `metrics.jsonl` (one row per evaluated split and epoch).
+  """
+  split, _, name = metric.partition("/")
+  os.makedirs(directory, exist_ok=True)
+  ckpts = checkpoints.RunCheckpoints(directory, keep=0, best_metric=name, best_mode="max",
+                                     keep_best=1, async_save=False)
+  epochs: list[dict[str, Any]] = []
+  best: dict[str, Any] = {}
+  kept = {}
+
+  def on_epoch_end(epoch: float, step: int) -> None:
+    if not each_epoch and step != num_steps:
+      return
+    start = time.time()
+    scores, outputs = evaluate(tuner)
+    scores = json.loads(json.dumps(scores, default=float))  # plain JSON types
+    if split not in scores or name not in scores[split]:
+      raise ValueError(f"Selection metric {metric!r} is not among the scores "
+                       f"{ {s: sorted(v) for s, v in scores.items()} }.")
+    value = float(scores[split][name])
+    rank = value if math.isfinite(value) else _WORST
+    epochs.append({"epoch": epoch, "step": step, "eval": scores})
+    _append_jsonl(directory, epoch, step, scores, time.time() - start)
+    ckpts.save(step, {"params": tuner.params}, {"epoch": epoch, "eval": scores}, {name: rank})
+    logging.info("epoch %s (step %d): %s = %.4f", epoch, step, metric, value)
+    if not best or rank >= best["rank"]:  # ties: the later epoch, as Orbax's BestN keeps
+      best.update(epoch=epoch, step=step, value=value, rank=rank)
+      kept["outputs"] = outputs
+
+  history = tuner.train(arrays, num_steps, on_epoch_end)
+  ckpts.wait()
+  if best["step"] != num_steps:  # the last epoch was not the best: go back to the best
+    target = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding),
+                          {"params": tuner.params})
+    restored, _ = ckpts.restore(best["step"], target)
+    tuner.state = tuner.state.replace(params=restored["params"])
+  ckpts.close()
+  best.pop("rank")
+  logging.info("best epoch %s (step %d): %s = %.4f", best["epoch"], best["step"], metric,
+               best["value"])
+  return Selection(metric, epochs, best, kept["outputs"], history)
+
+
+def _append_jsonl(directory: str, epoch: float, step: int, scores: dict[str, dict[str, Any]],
+                  seconds: float) -> None:
+  with open(os.path.join(directory, METRICS_FILE), "a") as f:
+    for split, values in scores.items():
+      row = {"epoch": epoch, "step": step, "split": split, **values, "eval_time_s": seconds}
+      f.write(json.dumps(row, default=float) + "\n")
