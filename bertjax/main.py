@@ -30,7 +30,7 @@ from bertjax import distributed, paths, trainer
 # all are imported before parsing so any family's config parses (and typos fail).
 CONFIGURABLE_PACKAGES = ("bertjax.objectives", "bertjax.models", "bertjax.data")
 CONFIGURABLE_MODULES = ("bertjax.configurables", "bertjax.optimizers", "bertjax.partitioning",
-                        "bertjax.train_inputs")
+                        "bertjax.train_inputs", "bertjax.evaluation.generation")
 
 _GIN_FILE = flags.DEFINE_multi_string("gin_file", [], "gin config file(s), applied in order.")
 _GIN_BINDINGS = flags.DEFINE_multi_string("gin_bindings", [],

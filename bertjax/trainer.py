@@ -44,6 +44,9 @@ class Trainer:
       -> tf.data.Dataset or iterable of numpy batches (host-local).
     num_train_steps, batch_size (global), sequence_length, num_microbatches.
     eval_split, eval_batch_size, eval_steps (None: the whole split).
+    evaluators: more metrics at every evaluation, each a callable
+      (model, params, task_name=, split=, sequence_length=) -> {name: float}, e.g.
+      generation metrics (bertjax.evaluation.generation.GenerationEvaluator).
     seed: parameter init and dropout; data_seed: the input pipeline (default: seed).
     log_every, checkpoint_every, eval_every (0: only at the end).
     keep_checkpoints (last N), best_metric / best_mode (also keep the best eval step).
@@ -59,7 +62,8 @@ class Trainer:
                num_train_steps: int = gin.REQUIRED, batch_size: int = gin.REQUIRED,
                sequence_length: int = 128, num_microbatches: int = 1,
                eval_split: str = "validation", eval_batch_size: int | None = None,
-               eval_steps: int | None = 20, seed: int = 0, data_seed: int | None = None,
+               eval_steps: int | None = 20, evaluators: tuple | list = (),
+               seed: int = 0, data_seed: int | None = None,
                log_every: int = 50, checkpoint_every: int = 1000, eval_every: int = 0,
                keep_checkpoints: int = 3, best_metric: str | None = None,
                best_mode: str = "max", async_checkpoints: bool = True,
@@ -80,6 +84,7 @@ class Trainer:
     self.sequence_length, self.num_microbatches = sequence_length, num_microbatches
     self.eval_split, self.eval_batch_size = eval_split, eval_batch_size or batch_size
     self.eval_steps = eval_steps
+    self.evaluators = tuple(evaluators)
     self.seed, self.data_seed = seed, seed if data_seed is None else data_seed
     self.log_every, self.checkpoint_every, self.eval_every = log_every, checkpoint_every, eval_every
     self.init_checkpoint, self.on_nonfinite = init_checkpoint, on_nonfinite
@@ -201,6 +206,9 @@ class Trainer:
       raise ValueError(f"Eval split {self.eval_split!r} of task {self.eval_task!r} is empty.")
     results = metrics_writer.reduce_metrics(jax.device_get(total))
     results["eval_batches"] = batches
+    for evaluator in self.evaluators:
+      results.update(evaluator(self.model, params, task_name=self.eval_task,
+                               split=self.eval_split, sequence_length=self.sequence_length))
     if writer is not None:
       writer.write("eval", step, results)
       writer.print(f"[eval @ step {step}] " + _fmt(results))
