@@ -7,10 +7,11 @@ Two layouts, both Orbax:
   source...). `python -m bertjax.convert` writes these; gin's `init_checkpoint`
   reads them.
 * A *training run* (`CheckpointManager` under `model_dir/checkpoints/`): one folder
-  per step holding the item `state` (params, opt_state, step, rng) and the item
-  `extra` (JSON: input-pipeline position, metrics). Orbax writes each step into a
-  temporary folder and renames it on commit, so a folder killed half-way is never
-  listed as a step: the latest listed step is always complete.
+  per step holding the item `state` (params, opt_state, step, rng), the item
+  `extra` (JSON: input-pipeline position, metrics) and, for objectives that carry
+  state between train steps (XLNet's memory), the item `carry`. Orbax writes each
+  step into a temporary folder and renames it on commit, so a folder killed half-way
+  is never listed as a step: the latest listed step is always complete.
 
 `load_params` accepts either layout, so fine-tuning can start from a converted
 Hugging Face model or from any earlier run's model_dir.
@@ -28,6 +29,7 @@ METADATA_FILE = "metadata.json"
 RUN_SUBDIR = "checkpoints"
 STATE_ITEM = "state"
 EXTRA_ITEM = "extra"
+CARRY_ITEM = "carry"
 
 
 def save_params(directory: str, params: Any, metadata: Mapping[str, Any] | None = None) -> None:
@@ -135,7 +137,7 @@ class RunCheckpoints:
         enable_async_checkpointing=async_save, cleanup_tmp_directories=True, create=True)
     self.directory = os.path.join(os.path.abspath(model_dir), RUN_SUBDIR)
     self._manager = ocp.CheckpointManager(self.directory, options=options,
-                                          item_names=(STATE_ITEM, EXTRA_ITEM))
+                                          item_names=(STATE_ITEM, EXTRA_ITEM, CARRY_ITEM))
 
   def latest_step(self) -> int | None:
     return self._manager.latest_step()
@@ -153,15 +155,18 @@ class RunCheckpoints:
     return int(extra.get("batches_consumed", step))
 
   def save(self, step: int, state: Any, extra: Mapping[str, Any],
-           metrics: Mapping[str, float] | None = None) -> None:
+           metrics: Mapping[str, float] | None = None, carry: Any = None) -> None:
     """Starts saving `state` (returns once device arrays are copied, then writes in the
     background). `metrics` rank the step for keep-best; steps saved without the best
-    metric are kept only as one of the last `keep`."""
+    metric are kept only as one of the last `keep`. `carry`: state carried between
+    train steps (XLNet memory), saved with the step when given."""
     if self.best_metric and (metrics is None or self.best_metric not in metrics):
       metrics = None
-    self._manager.save(step, args=ocp.args.Composite(**{
-        STATE_ITEM: ocp.args.StandardSave(state),
-        EXTRA_ITEM: ocp.args.JsonSave(dict(extra))}),
+    items = {STATE_ITEM: ocp.args.StandardSave(state),
+             EXTRA_ITEM: ocp.args.JsonSave(dict(extra))}
+    if carry is not None:
+      items[CARRY_ITEM] = ocp.args.StandardSave(carry)
+    self._manager.save(step, args=ocp.args.Composite(**items),
         metrics=None if metrics is None else {k: float(v) for k, v in metrics.items()},
         force=True)
 
@@ -171,6 +176,14 @@ class RunCheckpoints:
         STATE_ITEM: ocp.args.StandardRestore(abstract_state),
         EXTRA_ITEM: ocp.args.JsonRestore()}))
     return restored[STATE_ITEM], dict(restored[EXTRA_ITEM] or {})
+
+  def restore_carry(self, step: int, abstract_carry: Any) -> Any | None:
+    """The carried state saved with `step`, in the layout of `abstract_carry`; None
+    when that step has none."""
+    if CARRY_ITEM not in self._manager.item_metadata(step):
+      return None
+    return self._manager.restore(step, args=ocp.args.Composite(**{
+        CARRY_ITEM: ocp.args.StandardRestore(abstract_carry)}))[CARRY_ITEM]
 
   def wait(self) -> None:
     self._manager.wait_until_finished()

@@ -168,13 +168,22 @@ class Trainer:
           donate_argnums=(0, 2) if carry else (0,))
     return self._compiled["train"]
 
-  def _initial_carry(self):
-    """The objective's zero carried state on the mesh; None when it carries nothing.
-    A resumed run restarts from zero memory (the carry is not checkpointed)."""
+  def _initial_carry(self, resumed_step: int | None = None):
+    """The objective's carried state on the mesh (None when it carries nothing): zero
+    for a new run, the checkpoint's for a resumed one (as an uninterrupted run has it)."""
     if not train_step.carries_state(self.objective):
       return None
     make = lambda: self.objective.initial_carry(self.model, self.batch_size)
-    return jax.jit(make, out_shardings=self.batch_sharding)()
+    zeros = jax.jit(make, out_shardings=self.batch_sharding)()
+    if resumed_step is None:
+      return zeros
+    target = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding),
+                          zeros)
+    restored = self.checkpoints.restore_carry(resumed_step, target)
+    if restored is None:
+      self._log(f"Checkpoint {resumed_step} holds no carried state; continuing from zeros.")
+      return zeros
+    return restored
 
   def _eval_step(self):
     if "eval" not in self._compiled:
@@ -243,7 +252,7 @@ class Trainer:
               f"{self.num_train_steps}, batch {self.batch_size} x {self.sequence_length} tokens, "
               f"mesh {dict(self.mesh.shape)}, {self.flops_per_token / 1e6:.1f} MFLOPs/token.")
     step_fn = self._train_step()
-    carry = self._initial_carry()
+    carry = self._initial_carry(resumed_step=start or None)
     pending, last_time, last_step, eval_results = [], None, start, None
     try:
       for step in range(start, self.num_train_steps):
@@ -275,7 +284,7 @@ class Trainer:
         if save_now:
           self.checkpoints.save(done, state, {"batches_consumed": consumed,
                                               "data_seed": self.data_seed},
-                                metrics=eval_results if eval_now else None)
+                                metrics=eval_results if eval_now else None, carry=carry)
         if eval_now or save_now:  # Both block; keep their time out of tokens/s.
           last_time = time.perf_counter()
     finally:

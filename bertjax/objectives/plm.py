@@ -11,7 +11,10 @@ Segment recurrence: with `carry_memory`, the objective declares carried state fo
 trainer (`initial_carry` / `next_carry`, see `bertjax.train_step`): each step's
 memory (every layer's hidden states of the segment, stop-gradient) is fed to the
 next step's batch as `mems`, so row b of step t+1 attends to row b of step t, as in
-XLNet's pretraining. The first step reads zero memory, as the reference does.
+XLNet's pretraining. That memory is the text right before step t+1's row b when the
+data are row streams advancing by the model's `reuse_len` (the `xlnet_plm` task with
+the same reuse_len, objectives/xlnet_plm.gin). The first step reads zero memory, as
+the reference does; the trainer checkpoints the memory with the rest of the state.
 """
 import dataclasses
 from typing import Any, Mapping
@@ -60,10 +63,11 @@ class PermutationLM:
     if not self.carry_memory:
       return {}
     cfg = model.config
-    if not cfg.mem_len:
-      raise ValueError("PermutationLM.carry_memory needs a fixed memory length: set the "
-                       "model's mem_len > 0 (build_model.config_overrides), or bind "
-                       "PermutationLM.carry_memory = False.")
+    if not cfg.mem_len or not cfg.reuse_len:
+      raise ValueError("PermutationLM.carry_memory needs a fixed memory length and the "
+                       "data's context length: set the model's mem_len > 0 and reuse_len "
+                       "(= xlnet_preprocessors.reuse_len) in build_model.config_overrides, "
+                       "or bind PermutationLM.carry_memory = False.")
     shape = (batch_size, cfg.num_layers, cfg.mem_len, cfg.hidden_size)
     return {"mems": jnp.zeros(shape, jnp.dtype(cfg.dtype))}
 

@@ -1,7 +1,9 @@
-"""A tiny vocabulary and document source for XLNet row-stream runs, gin-configurable so
-subprocess runs (`python -m bertjax.main`-style) can read them too."""
+"""A tiny vocabulary and document source for XLNet row-stream runs, and a data_fn that
+crashes its run at a chosen step; gin-configurable, so subprocess runs
+(`python -m bertjax.main`-style) can use them too."""
 import os
 import random
+import signal
 
 import gin
 import seqio
@@ -47,3 +49,22 @@ def stream_source(num_documents: int = 60) -> seqio.DataSource:
     return ds
 
   return seqio.FunctionDataSource(dataset_fn, splits=["train", "validation"])
+
+
+@gin.configurable
+def task_dataset_killed_at(task_name: str, split: str, *, kill_at_batch: int, **kwargs):
+  """`train_inputs.task_dataset`, except that the process SIGKILLs itself when the
+  trainer asks for train batch `kill_at_batch`: a crash at a chosen step, for resume
+  tests (the batches before it are the task's own)."""
+  from bertjax import train_inputs  # pylint: disable=g-import-not-at-top
+  dataset = train_inputs.task_dataset(task_name, split, **kwargs)
+  if split != "train":
+    return dataset
+
+  def batches():
+    for index, batch in enumerate(dataset.as_numpy_iterator()):
+      if index == kill_at_batch:
+        os.kill(os.getpid(), signal.SIGKILL)
+      yield batch
+
+  return batches()
