@@ -9,6 +9,9 @@ from bertjax import partitioning, train_state, train_step
 def time_train_step(model, objective, tx, schedule, batch, steps, mesh, rules):
   """Builds the state for `batch`, compiles the step, and times `steps` more of them.
 
+  An objective that carries state between steps (XLNet's memory) gets it fed from
+  one step to the next, as in the trainer.
+
   Returns (abstract params, seconds per step, compile seconds).
   """
   init_fn = train_state.init_params_fn(model, {k: v[:1] for k, v in batch.items()},
@@ -17,17 +20,22 @@ def time_train_step(model, objective, tx, schedule, batch, steps, mesh, rules):
                                                     tx, mesh, rules)
   state = train_state.create_state(init_fn, tx, 0, shardings)
   batch_sharding = partitioning.batch_sharding(mesh, rules)
+  carry = ()
+  if train_step.carries_state(objective):
+    batch_size = len(next(iter(batch.values())))
+    carry = (jax.device_put(objective.initial_carry(model, batch_size), batch_sharding),)
+  extra = (batch_sharding,) * len(carry)
   step = partitioning.jit_sharded(
       train_step.make_train_step(model, objective, tx, schedule), mesh, rules,
-      in_shardings=(shardings, batch_sharding), out_shardings=(shardings, None),
-      donate_argnums=(0,))
+      in_shardings=(shardings, batch_sharding) + extra, out_shardings=(shardings, None) + extra,
+      donate_argnums=(0, 2) if carry else (0,))
   device_batch = jax.device_put(batch, batch_sharding)
   start = time.perf_counter()
-  state, metrics = step(state, device_batch)
+  state, metrics, *carry = step(state, device_batch, *carry)
   jax.block_until_ready(metrics)
   compile_s = time.perf_counter() - start
   start = time.perf_counter()
   for _ in range(steps):
-    state, metrics = step(state, device_batch)
+    state, metrics, *carry = step(state, device_batch, *carry)
   jax.block_until_ready(metrics)
   return abstract.params, (time.perf_counter() - start) / steps, compile_s

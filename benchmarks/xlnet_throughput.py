@@ -3,19 +3,20 @@ r"""Train-step throughput of XLNet (two streams + carried memory) on this machin
   python benchmarks/xlnet_throughput.py                        # tiny and base @ seq 128
   python benchmarks/xlnet_throughput.py --sizes=tiny --batch_size=16 --steps=5
 
-Times the real trainer step (`bertjax.train_step`: PermutationLM objective, AdamW with
-the BERT schedule, donated state, memory fed from one step to the next) on synthetic
-permutation-LM batches: P = L / 6 targets in a random factorization order, memory of
-mem_len = L states per layer, reuse_len = L / 2. Prints one line per size with
-tokens/s (input tokens per second, as the trainer reports it).
+Times the real trainer step (`step_timing.time_train_step`: PermutationLM objective,
+AdamW with the BERT schedule, donated state and memory, the memory fed from one step
+to the next) on synthetic permutation-LM batches: P = L / 6 targets in a random
+factorization order, memory of mem_len = L states per layer, reuse_len = L / 2.
+Prints one line per size ending in tokens/s (input tokens per second, as the trainer
+reports it).
 """
 import argparse
-import time
 
 import jax
 import numpy as np
 
-from bertjax import optimizers, partitioning, train_state, train_step
+from bertjax import optimizers, partitioning
+import step_timing
 from bertjax.models import xlnet
 from bertjax.objectives import plm
 
@@ -45,36 +46,15 @@ def time_train_step(size: str, batch_size: int, length: int, steps: int, dtype: 
   config = xlnet.SIZES[size](dtype=dtype, mem_len=length, reuse_len=length // 2)
   model = xlnet.XLNetLMHeadModel(config)
   objective = plm.PermutationLM()
-  mesh = partitioning.make_mesh((-1, 1))
-  rules = partitioning.axis_rules()
   tx, schedule = optimizers.make_optimizer(total_steps=1000, optimizer=optimizers.adamw,
                                            schedule=optimizers.warmup_linear_decay)
   batch = synthetic_batch(batch_size, length, max(1, length // 6), config.vocab_size)
-  init_fn = train_state.init_params_fn(model, {k: v[:1] for k, v in batch.items()},
-                                       objective.model_inputs)
-  abstract, shardings = train_state.state_shardings(jax.eval_shape(init_fn, jax.random.key(0)),
-                                                    tx, mesh, rules)
-  state = train_state.create_state(init_fn, tx, 0, shardings)
-  batch_sharding = partitioning.batch_sharding(mesh, rules)
-  step = partitioning.jit_sharded(
-      train_step.make_train_step(model, objective, tx, schedule), mesh, rules,
-      in_shardings=(shardings, batch_sharding, batch_sharding),
-      out_shardings=(shardings, None, batch_sharding), donate_argnums=(0, 2))
-  device_batch = jax.device_put(batch, batch_sharding)
-  carry = jax.device_put(objective.initial_carry(model, batch_size), batch_sharding)
-  start = time.perf_counter()
-  state, metrics, carry = step(state, device_batch, carry)
-  jax.block_until_ready(metrics)
-  compile_s = time.perf_counter() - start
-  start = time.perf_counter()
-  for _ in range(steps):
-    state, metrics, carry = step(state, device_batch, carry)
-  jax.block_until_ready(metrics)
-  seconds = (time.perf_counter() - start) / steps
-  return {"size": size, "params_M": sum(x.size for x in jax.tree.leaves(abstract.params)) / 1e6,
+  params, seconds, compile_s = step_timing.time_train_step(
+      model, objective, tx, schedule, batch, steps, partitioning.make_mesh((-1, 1)),
+      partitioning.axis_rules())
+  return {"size": size, "params_M": sum(x.size for x in jax.tree.leaves(params)) / 1e6,
           "step_s": seconds, "compile_s": compile_s,
-          "tokens_per_sec": batch_size * length / seconds,
-          "loss": float(metrics["loss"][0])}
+          "tokens_per_sec": batch_size * length / seconds}
 
 
 def main():
@@ -88,14 +68,11 @@ def main():
   print(f"{jax.device_count()} x {jax.devices()[0].device_kind}; batch {args.batch_size} x "
         f"seq {args.sequence_length} (+ memory {args.sequence_length}), compute {args.dtype}, "
         f"AdamW, permutation LM with {max(1, args.sequence_length // 6)} targets")
-  header = f"{'model':<12}{'params':>9}{'step s':>9}{'compile s':>11}{'tokens/s':>11}"
-  print(header)
-  print("-" * len(header))
   for size in args.sizes.split(","):
     r = time_train_step(size.strip(), args.batch_size, args.sequence_length, args.steps,
                         args.dtype)
-    print(f"{'xlnet-' + r['size']:<12}{r['params_M']:>8.1f}M{r['step_s']:>9.3f}"
-          f"{r['compile_s']:>11.1f}{r['tokens_per_sec']:>11.0f}", flush=True)
+    print(f"train  xlnet-{r['size']:<6}{r['params_M']:>7.1f}M params  step {r['step_s']:.3f}s  "
+          f"compile {r['compile_s']:.1f}s  {r['tokens_per_sec']:.0f} tokens/s", flush=True)
 
 
 if __name__ == "__main__":
