@@ -164,7 +164,7 @@ class RunCheckpoints:
       metrics = None
     items = {STATE_ITEM: ocp.args.StandardSave(state),
              EXTRA_ITEM: ocp.args.JsonSave(dict(extra))}
-    if carry is not None:
+    if jax.tree.leaves(carry):  # (an objective may carry nothing: {})
       items[CARRY_ITEM] = ocp.args.StandardSave(carry)
     self._manager.save(step, args=ocp.args.Composite(**items),
         metrics=None if metrics is None else {k: float(v) for k, v in metrics.items()},

@@ -175,7 +175,7 @@ class Trainer:
       return None
     make = lambda: self.objective.initial_carry(self.model, self.batch_size)
     zeros = jax.jit(make, out_shardings=self.batch_sharding)()
-    if resumed_step is None:
+    if resumed_step is None or not jax.tree.leaves(zeros):
       return zeros
     target = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding),
                           zeros)

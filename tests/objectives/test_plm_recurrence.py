@@ -98,10 +98,10 @@ def test_run_checkpoints_hold_the_carried_memory(tmp_path):
   run = checkpoints.RunCheckpoints(str(tmp_path), async_save=False)
   state = {"w": jnp.ones(3)}
   memory = {"mems": jnp.arange(24.0).reshape(2, 1, 3, 4)}
-  run.save(1, state, {"batches_consumed": 1})
+  run.save(1, state, {"batches_consumed": 1}, carry={})  # PermutationLM(carry_memory=False)
   run.save(2, state, {"batches_consumed": 2}, carry=memory)
   target = jax.eval_shape(lambda: memory)
-  assert run.restore_carry(1, target) is None  # e.g. written before memory was saved
+  assert run.restore_carry(1, target) is None
   np.testing.assert_array_equal(run.restore_carry(2, target)["mems"], memory["mems"])
   restored, extra = run.restore(2, jax.eval_shape(lambda: state))
   assert extra == {"batches_consumed": 2} and float(restored["w"][0]) == 1.0
