@@ -1,5 +1,6 @@
 """The fine-tuning CLI end to end on a tiny converted checkpoint, and encoder loading."""
 import csv
+import dataclasses
 import json
 import os
 
@@ -104,8 +105,25 @@ def test_squad20_and_swag_pipelines_on_official_format_files(tmp_path):
                               max_steps=2, max_seq_length=32, doc_stride=8, max_query_length=8,
                               squad_file=str(squad_file), squad_train_articles=1,
                               data_dir=str(tmp_path))
-  squad = run.run_task("squad20", encoder, tokenizer, options)["eval"]["held_out"]
+  squad_out = tmp_path / "squad_out"
+  report = run.run_task("squad20", encoder, tokenizer,
+                        dataclasses.replace(options, output_dir=str(squad_out)))
+  squad = report["eval"]["held_out"]
   assert squad["questions"] == 4 and squad["HasAns_total"] == 2 and squad["NoAns_total"] == 2
   assert "best_f1_thresh" in squad and 0.0 <= squad["best_f1"] <= 100.0
-  swag = run.run_task("swag", encoder, tokenizer, options)["eval"]["val"]
+  assert report["selection_metric"] == "held_out/best_f1"
+  # The official v2.0 script's inputs: answers ("" = none) and no-answer odds per question.
+  answers = json.loads((squad_out / "predictions" / "predictions.json").read_text())
+  odds = json.loads((squad_out / "predictions" / "null_odds.json").read_text())
+  assert sorted(answers) == sorted(odds) == ["1-0", "1-1", "1-2", "1-3"]
+  assert all(a == "" or a in context for a in answers.values())
+  swag_out = tmp_path / "swag_out"
+  report = run.run_task("swag", encoder, tokenizer,
+                        dataclasses.replace(options, output_dir=str(swag_out)))
+  swag = report["eval"]["val"]
   assert swag["examples"] == 8 and 0.0 <= swag["accuracy"] <= 1.0
+  with open(swag_out / "predictions" / "swag_val.csv", newline="") as f:
+    rows = list(csv.reader(f))
+  assert rows[0] == ["pred"] and len(rows) == 9
+  predicted = np.array([int(r[0]) for r in rows[1:]])
+  assert np.mean(predicted == np.arange(8) % 4) == swag["accuracy"]
