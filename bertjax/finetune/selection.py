@@ -58,6 +58,12 @@ def fit(tuner: loop.Finetuner, arrays: loop.Arrays, num_steps: int, evaluate: Ev
   `state/params`) and `metrics.jsonl` (one row per evaluated split and epoch).
   """
   split, _, name = metric.partition("/")
+  # A second run into the same folder would rank its epochs against the first run's.
+  earlier = [p for p in (METRICS_FILE, checkpoints.RUN_SUBDIR)
+             if os.path.exists(os.path.join(directory, p))]
+  if earlier:
+    raise FileExistsError(f"{directory} already holds a fine-tuning run ({', '.join(earlier)}); "
+                          "give a fresh output directory.")
   os.makedirs(directory, exist_ok=True)
   ckpts = checkpoints.RunCheckpoints(directory, keep=0, best_metric=name, best_mode="max",
                                      keep_best=1, async_save=False)

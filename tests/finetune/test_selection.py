@@ -86,6 +86,9 @@ def test_only_final_evaluation_and_unknown_metric(tmp_path):
                          lambda t: calls.append(1) or ({"dev": {"f1": 0.5}}, None),
                          "dev/f1", str(tmp_path / "a"), each_epoch=False)
   assert len(calls) == 1 and chosen.best["step"] == 6
+  with pytest.raises(FileExistsError, match="already holds a fine-tuning run"):
+    selection.fit(_tuner(arrays, 6), arrays, 6, lambda t: ({"dev": {"f1": 0.5}}, None),
+                  "dev/f1", str(tmp_path / "a"))
   with pytest.raises(ValueError, match="'dev/mcc' is not among the scores"):
     selection.fit(_tuner(arrays, 3), arrays, 3, lambda t: ({"dev": {"f1": 0.5}}, None),
                   "dev/mcc", str(tmp_path / "b"))
