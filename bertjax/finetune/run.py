@@ -207,6 +207,9 @@ def run(config: FinetuneRun, options: pipelines.Options, start: float | None = N
 
 def parse_flags(argv: list[str]) -> list[str]:
   """Parses our flags (and the global absl ones, for logging) from the command line."""
+  if any(arg in ("-h", "--help", "--helpshort") for arg in argv[1:]):
+    print(__doc__ + "\n" + FLAGS.get_help())  # absl's --help would list only its global set
+    sys.exit(0)
   rest = FLAGS(argv, known_only=True)
   return flags.FLAGS(rest)
 

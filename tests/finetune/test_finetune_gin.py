@@ -64,6 +64,13 @@ def test_flags_are_shorthands_for_gin_bindings():
   assert all(run.FLAGS[f].default is None for f in run.FLAG_BINDINGS)
 
 
+def test_help_lists_the_gin_and_shorthand_flags(capsys):
+  with pytest.raises(SystemExit):
+    run.parse_flags(["run", "--help"])
+  text = capsys.readouterr().out
+  assert "--gin_file" in text and "--learning_rate" in text and "FinetuneConfig.learning_rate" in text
+
+
 @pytest.mark.parametrize("args, message", [
     (["--gin_param=FinetuneConfig.lerning_rate = 1e-5"], "doesn't have a parameter named 'lerning_rate'"),
     (["--gin_param=FinetuneConfig.batch_size = 'big'"], "FinetuneConfig.batch_size = 'big': expected int"),
