@@ -50,9 +50,16 @@ def matthews_corrcoef(predictions, labels) -> float:
 def pearson(x, y) -> float:
   x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
   _check_same_length(x, y)
-  x, y = x - x.mean(), y - y.mean()
+  x, y = _unit_scale(x - x.mean()), _unit_scale(y - y.mean())
   denominator = np.sqrt((x @ x) * (y @ y))
   return float(x @ y / denominator) if denominator > 0 else float("nan")
+
+
+def _unit_scale(deviations: np.ndarray) -> np.ndarray:
+  """Deviations divided by their largest magnitude: correlation is scale-free, and tiny
+  deviations (1e-190) would otherwise underflow to 0 when squared."""
+  peak = np.max(np.abs(deviations), initial=0.0)
+  return deviations / peak if peak > 0 else deviations
 
 
 def spearman(x, y) -> float:

@@ -45,6 +45,8 @@ def test_correlations_match_scipy_with_ties(rows):
 
 
 def test_hand_checked_values():
+  # Deviations whose squares underflow (found by hypothesis) still correlate perfectly.
+  assert metrics.pearson([0, 0, 1], [0.0, 0.0, 1.14e-190]) == pytest.approx(1.0)
   # CoLA-style: 3 TP, 1 FN, 1 FP, 3 TN -> MCC = (9 - 1) / sqrt(4*4*4*4) = 0.5.
   labels = [1, 1, 1, 1, 0, 0, 0, 0]
   preds = [1, 1, 1, 0, 1, 0, 0, 0]
