@@ -86,6 +86,8 @@ class _RoleIdsMixin:
 
   def _added_ids_tf(self, segments: tf.Tensor) -> tf.Tensor:
     keys = list(self._added)
+    if not keys:  # TF refuses an empty table; with no added tokens no segment is one.
+      return tf.fill(tf.shape(segments), tf.constant(-1, tf.int64))
     table = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(
             tf.constant(keys, tf.string), tf.constant([self._added[k] for k in keys],

@@ -46,3 +46,11 @@ def test_train_sentencepiece_round_trip(tmp_path):
   assert vocab.decode(vocab.encode(text) + [vocab.eos_id, 0, 0]) == text.lower()
   loaded = vocabularies.vocab_from_hf(tmp_path)
   assert loaded.encode(text) == vocab.encode(text)
+
+
+def test_sentencepiece_without_added_tokens_encodes_in_graph(tmp_path):
+  vocab = vocab_training.train_sentencepiece(_sentences(1000), 500, str(tmp_path),
+                                             control_symbols=())
+  assert vocab.added_tokens == {}
+  for text in SAMPLE:
+    assert vocab.encode_tf(tf.constant(text)).numpy().tolist() == list(vocab.encode(text))
