@@ -11,11 +11,17 @@ default to the directory's sentence-transformers files (modules.json,
 Speed comes from never computing on padding. Sentences are tokenized in one batch,
 sorted by length and *packed*: several short sentences share one row of `row_length`
 tokens, told apart by segment ids (attention never crosses sentences, positions restart
-at 0), so each row is almost entirely real tokens. Sentences longer than a row get a
-row of their own, padded to the next power of two. Rows are batched to a fixed token
-budget, so jit compiles only a handful of [rows, length] programs, and the next batch
-is dispatched before the previous one is read back, overlapping host and device work.
-`packing=False` gives classic smart batching (one sentence per row, length-bucketed).
+at 0), so each row is almost entirely real tokens. A sentence longer than a row opens
+a row of the next power-of-two length, which shorter sentences then fill. Rows are
+batched to a fixed token budget, so jit compiles only a handful of [rows, length]
+programs, and the next batch is dispatched before the previous one is read back,
+overlapping host and device work. `packing=False` gives classic smart batching (one
+sentence per row, length-bucketed).
+
+The defaults (32-token rows, 1,024-token batches) were measured best on a CPU
+(benchmarks/encode_throughput.py, experiments/sbert/results.md): short rows spend
+little on attention across the packed neighbours, and small batches keep a layer's
+activations in cache; larger batches were up to 25% slower per sentence.
 """
 import bisect
 import dataclasses
@@ -61,7 +67,7 @@ class Batch:
   sentences: np.ndarray     # [n] its index in the caller's input
 
 
-def _next_power_of_two(n: int) -> int:
+def next_power_of_two(n: int) -> int:
   return 1 << max(n - 1, 0).bit_length()
 
 
@@ -70,23 +76,24 @@ def pack_rows(lengths: Sequence[int], row_length: int,
   """Groups sentences into rows: [(row length, [sentence indices])...].
 
   Best-fit decreasing: longest sentences first, each into the open row whose free
-  space fits it most tightly. A sentence longer than `row_length` gets a row of its
-  own of the next power-of-two length. max_segments caps sentences per row (the
-  pooling matrix is [rows, max_segments, length]); max_segments=1 is plain
-  length-bucketed padding.
+  space fits it most tightly. A sentence longer than `row_length` opens a row of the
+  next power-of-two length, whose tail shorter sentences then fill like any other
+  row's. max_segments caps sentences per row (the pooling matrix is
+  [rows, max_segments, length]); max_segments=1 is plain length-bucketed padding.
   """
   order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
   rows: list[tuple[int, list[int]]] = []
   free: list[tuple[int, int]] = []  # (free tokens, row number) of open rows, sorted
   for i in order:
     n = max(int(lengths[i]), 1)
-    if n > row_length or max_segments == 1:
-      rows.append((max(_next_power_of_two(n), min(row_length, 16)), [i]))
+    if max_segments == 1:
+      rows.append((max(next_power_of_two(n), min(row_length, 16)), [i]))
       continue
     at = bisect.bisect_left(free, (n, -1))
     if at == len(free):
-      rows.append((row_length, [i]))
-      room, row = row_length - n, len(rows) - 1
+      length = row_length if n <= row_length else next_power_of_two(n)
+      rows.append((length, [i]))
+      room, row = length - n, len(rows) - 1
     else:
       room, row = free.pop(at)
       rows[row][1].append(i)
@@ -96,8 +103,8 @@ def pack_rows(lengths: Sequence[int], row_length: int,
   return rows
 
 
-def make_batches(token_ids: Sequence[np.ndarray], row_length: int = 128,
-                 max_segments: int = 32, batch_tokens: int = 8192,
+def make_batches(token_ids: Sequence[np.ndarray], row_length: int = 32,
+                 max_segments: int = 32, batch_tokens: int = 1024,
                  pad_id: int = 0) -> Iterator[Batch]:
   """Packs tokenized sentences into device batches of about `batch_tokens` tokens.
 
@@ -115,7 +122,7 @@ def make_batches(token_ids: Sequence[np.ndarray], row_length: int = 128,
     for start in range(0, len(group), per_batch):
       chunk = group[start:start + per_batch]
       num_rows = per_batch if len(chunk) == per_batch else min(
-          _next_power_of_two(len(chunk)), per_batch)
+          next_power_of_two(len(chunk)), per_batch)
       yield _fill(token_ids, chunk, num_rows, length, pad_id)
 
 
@@ -145,7 +152,7 @@ class Encoder:
 
   def __init__(self, module, params, tokenizer: sbert_io.Tokenizer, *, pooling: str = "mean",
                normalize: bool = False, max_seq_length: int = 512, packing: bool = True,
-               row_length: int = 128, max_segments: int = 32, batch_tokens: int = 8192):
+               row_length: int = 32, max_segments: int = 32, batch_tokens: int = 1024):
     self.sentence_encoder = sbert.SentenceEncoder(module, pooling, normalize)
     self.params = {"encoder": params}
     self.tokenizer = tokenizer
@@ -301,8 +308,8 @@ def _define_flags() -> None:
   flags.DEFINE_bool("normalize", None, "L2-normalise embeddings; default from the checkpoint.")
   flags.DEFINE_integer("max_seq_length", None, "Truncate longer sentences (tokens, with specials).")
   flags.DEFINE_bool("packing", True, "Pack short sentences into shared rows (else bucket-pad).")
-  flags.DEFINE_integer("row_length", 128, "Packed row length in tokens.")
-  flags.DEFINE_integer("batch_tokens", 8192, "Tokens per device batch.")
+  flags.DEFINE_integer("row_length", 32, "Packed row length in tokens.")
+  flags.DEFINE_integer("batch_tokens", 1024, "Tokens per device batch.")
   flags.DEFINE_enum("errors", "strict", ["strict", "replace"],
                     "Invalid UTF-8 lines: fail naming them, or encode with U+FFFD and report.")
   flags.DEFINE_bool("progress", True, "Show a progress bar on stderr.")

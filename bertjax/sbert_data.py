@@ -2,9 +2,12 @@
 
 Each example is a tuple of S sentences (pair, triplet, anchor + candidates) plus an
 optional `label` (NLI class) or `score` (gold similarity). Batches pad every sentence
-of the batch to one length, rounded up to a multiple of `length_multiple`, so jit sees
-only max_seq_length / length_multiple distinct shapes; a last partial batch is padded
-with weight-0 examples to keep the batch size fixed.
+of the batch to one length, rounded up to a power of two (at least `min_length`), so
+jit compiles only log2(max_seq_length / min_length) + 1 train steps: on a CPU one
+compile costs minutes, more than hundreds of steps. Shuffled batches are drawn from
+windows of `bucket_batches` batches sorted by length (as the finetune loop does), so
+most batches are short; a last partial batch is padded with weight-0 examples to keep
+the batch size fixed.
 """
 import dataclasses
 import os
@@ -14,6 +17,7 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 
 from bertjax import paths
+from bertjax.encode import next_power_of_two
 from bertjax.sbert_io import Tokenizer
 
 NLI_LABELS = {"entailment": 0, "neutral": 1, "contradiction": 2}
@@ -72,22 +76,30 @@ def sts_examples(pairs, max_score: float = 5.0) -> Examples:
 
 
 def batches(examples: Examples, tokenizer: Tokenizer, batch_size: int, max_seq_length: int = 128,
-            length_multiple: int = 16, shuffle: bool = True, seed: int = 0,
-            epoch: int = 0) -> Iterator[dict[str, np.ndarray]]:
+            min_length: int = 16, shuffle: bool = True, seed: int = 0, epoch: int = 0,
+            bucket_batches: int = 20) -> Iterator[dict[str, np.ndarray]]:
   """Feature dicts: input_ids / attention_mask [B, S, L], weight [B], and label / score."""
+  num_sentences = len(examples.sentences[0])
+  flat = [s for example in examples.sentences for s in example]
+  ids, _ = tokenizer.encode(flat, max_seq_length)
+  longest = np.array([len(x) for x in ids]).reshape(len(examples), num_sentences).max(1)
   order = np.arange(len(examples))
   if shuffle:
-    np.random.default_rng([seed, epoch]).shuffle(order)
-  num_sentences = len(examples.sentences[0])
-  for start in range(0, len(order), batch_size):
-    chosen = order[start:start + batch_size]
-    flat = [s for i in chosen for s in examples.sentences[i]]
-    ids, _ = tokenizer.encode(flat, max_seq_length)
-    longest = max(len(x) for x in ids)
-    length = min(-(-longest // length_multiple) * length_multiple, max(max_seq_length, longest))
+    rng = np.random.default_rng([seed, epoch])
+    order = rng.permutation(len(examples))
+    window = batch_size * max(bucket_batches, 1)
+    chunks = [order[i:i + window] for i in range(0, len(order), window)]
+    order = np.concatenate([c[np.argsort(longest[c], kind="stable")] for c in chunks])
+  groups = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+  if shuffle:  # the last, partial batch stays last so every other batch is full
+    full = len(examples) // batch_size
+    groups = [groups[i] for i in rng.permutation(full)] + groups[full:]
+  for chosen in groups:
+    rows = [ids[i * num_sentences + k] for i in chosen for k in range(num_sentences)]
+    length = max(next_power_of_two(max(len(x) for x in rows)), min_length)
     input_ids = np.full((batch_size * num_sentences, length), tokenizer.pad_id, np.int32)
     mask = np.zeros_like(input_ids)
-    for row, x in enumerate(ids):
+    for row, x in enumerate(rows):
       input_ids[row, :len(x)] = x
       mask[row, :len(x)] = 1
     shape = (batch_size, num_sentences, length)

@@ -2,6 +2,9 @@ r"""SBERT Table 1 on one base encoder: pooled embeddings without training vs SBE
 
   python experiments/sbert/train.py --checkpoint=DIR --stages=nli,stsb --out=/tmp/sbert
 
+DIR is a converted checkpoint, a Hugging Face folder, or a `python -m bertjax.main`
+model_dir (a BERT pretrained by bertjax; pass its vocabulary with --tokenizer).
+
 Stages run in order, each continuing from the previous one's encoder:
   nli   SoftmaxLoss on SNLI pairs (3 classes, [u; v; |u - v|] head), 1 epoch
   stsb  CosineSimilarityLoss on STS-B train (gold / 5), 4 epochs
@@ -23,12 +26,15 @@ from absl import app, flags
 
 from bertjax import encode, optimizers, sbert_data, sbert_io, train_step
 from bertjax.evaluation import sts
+from bertjax.finetune import encoders
 from bertjax.models import sbert
 from bertjax.objectives import siamese
 from bertjax.train_state import TrainState
 
-flags.DEFINE_string("checkpoint", None, "Base encoder: bertjax checkpoint or HF directory.",
+flags.DEFINE_string("checkpoint", None, "Base encoder: bertjax checkpoint, HF folder or run model_dir.",
                     required=True)
+flags.DEFINE_string("tokenizer", None, "Tokenizer folder (vocab.txt / tokenizer.json); "
+                    "default: the checkpoint's.")
 flags.DEFINE_list("stages", ["nli", "stsb"], "Training stages, in order (nli, stsb, mnrl).")
 flags.DEFINE_list("eval_poolings", ["mean", "cls", "max"], "Untrained poolings to score.")
 flags.DEFINE_string("pooling", "mean", "Pooling used for training.")
@@ -37,6 +43,8 @@ flags.DEFINE_float("learning_rate", 2e-5, "Peak AdamW learning rate.")
 flags.DEFINE_integer("max_seq_length", 128, "Training truncation length.")
 flags.DEFINE_float("nli_fraction", 1.0, "Fraction of the SNLI pairs to train on (for CPU runs).")
 flags.DEFINE_integer("stsb_epochs", 4, "Epochs of the stsb stage (SBERT: 4).")
+flags.DEFINE_integer("max_steps", 0, "Stop each stage after this many steps (0: its epochs); "
+                     "the learning-rate schedule spans the steps actually run.")
 flags.DEFINE_bool("sick", True, "Also score SICK-R test (9k sentences; slow on a busy CPU).")
 flags.DEFINE_string("out", None, "Where to save the trained sentence model (encode-ready).")
 flags.DEFINE_string("results", None, "Append one JSON line per score here.")
@@ -71,6 +79,8 @@ def train_stage(name, module, encoder_params, tokenizer, log):
   init = model.init(jax.random.PRNGKey(FLAGS.seed), **objective.model_inputs(first))
   params = dict(nn.unbox(init["params"]), encoder=encoder_params)
   steps = epochs * sbert_data.num_batches(examples, FLAGS.batch_size)
+  if FLAGS.max_steps:
+    steps = min(steps, FLAGS.max_steps)
   schedule = functools.partial(optimizers.warmup_linear_decay, peak_value=FLAGS.learning_rate,
                                warmup_steps=max(steps // 10, 1))
   tx, lr = optimizers.make_optimizer(steps, optimizer=optimizers.adamw, schedule=schedule)
@@ -81,16 +91,18 @@ def train_stage(name, module, encoder_params, tokenizer, log):
   for epoch in range(epochs):
     for batch in sbert_data.batches(examples, tokenizer, FLAGS.batch_size, FLAGS.max_seq_length,
                                     seed=FLAGS.seed, epoch=epoch):
+      if int(state.step) == steps:
+        break
       state, metrics = step_fn(state, batch)
       for key, (total, count) in metrics.items():
         acc = totals.setdefault(key, [0.0, 0.0])
         acc[0], acc[1] = acc[0] + float(total), acc[1] + float(count)
       step = int(state.step)
-      if step % 100 == 0 or step == steps:
+      if step % 50 == 0 or step == steps:
         means = {k: float(f"{t / max(c, 1e-9):.4g}") for k, (t, c) in totals.items()}
         log(f"{name} step {step}/{steps} {means} {time.time() - start:.0f}s")
         totals = {}
-  log(f"{name}: {len(examples)} examples x {epochs} epochs, {steps} steps in "
+  log(f"{name}: {len(examples)} examples, {epochs} epoch(s) capped at {steps} steps, in "
       f"{time.time() - start:.0f}s")
   return state.params["encoder"]
 
@@ -109,8 +121,9 @@ def score(row: str, module, encoder_params, tokenizer, pooling, log, results):
 def main(argv):
   del argv
   log = lambda msg: print(time.strftime("%H:%M:%S"), msg, flush=True)
-  base = sbert_io.load_encoder(FLAGS.checkpoint)
-  tokenizer = sbert_io.load_tokenizer(FLAGS.checkpoint)
+  base = encoders.load(FLAGS.checkpoint, FLAGS.tokenizer)  # the bare encoder, any source
+  log(f"base encoder: {base.description}")
+  tokenizer = sbert_io.load_tokenizer(base.tokenizer_dir)
   results = []
   for pooling in FLAGS.eval_poolings:
     score(f"untrained, {pooling} pooling", base.module, base.params, tokenizer, pooling, log,
@@ -122,7 +135,8 @@ def main(argv):
     score(f"SBERT-{'+'.join(done)}, {FLAGS.pooling} pooling", base.module, params, tokenizer,
           FLAGS.pooling, log, results)
   if FLAGS.out and FLAGS.stages:
-    trained = type(base)(base.family, base.architecture, base.config, base.module, params)
+    hf = sbert_io.load_encoder(FLAGS.checkpoint)  # saving needs the family's metadata
+    trained = type(hf)(hf.family, hf.architecture, hf.config, base.module, params)
     sbert_io.save_sentence_model(FLAGS.out, trained, sbert_io.SentenceConfig(FLAGS.pooling),
                                  FLAGS.checkpoint)
     log(f"saved to {FLAGS.out}")

@@ -25,8 +25,8 @@ NLI = sbert_data.Examples(
      ("the cat", "the dog")], label=np.array([0, 2, 1, 0, 2], np.int32))
 
 
-def test_batches_pad_to_a_length_multiple_and_mask_the_remainder(tokenizer):
-  batches = list(sbert_data.batches(NLI, tokenizer, batch_size=2, length_multiple=8,
+def test_batches_pad_to_a_power_of_two_and_mask_the_remainder(tokenizer):
+  batches = list(sbert_data.batches(NLI, tokenizer, batch_size=2, min_length=8,
                                     shuffle=False))
   assert len(batches) == 3 == sbert_data.num_batches(NLI, 2)
   first, last = batches[0], batches[-1]
@@ -34,6 +34,17 @@ def test_batches_pad_to_a_length_multiple_and_mask_the_remainder(tokenizer):
   np.testing.assert_array_equal(last["weight"], [1, 0])
   np.testing.assert_array_equal(last["attention_mask"][1], 0)
   np.testing.assert_array_equal(np.concatenate([b["label"] for b in batches])[:5], NLI.label)
+
+
+def test_shuffled_batches_group_lengths_and_keep_every_example_once(tokenizer):
+  pairs = sbert_data.Examples([("a " * n, "b") for n in range(1, 40)],
+                              score=np.arange(39, dtype=np.float32))
+  batches = list(sbert_data.batches(pairs, tokenizer, batch_size=4, min_length=4,
+                                    bucket_batches=10, seed=1))
+  scores = np.concatenate([b["score"][b["weight"] > 0] for b in batches])
+  assert sorted(scores) == list(range(39)) and batches[-1]["weight"].sum() == 3
+  lengths = {b["input_ids"].shape[-1] for b in batches}
+  assert all(n & (n - 1) == 0 for n in lengths) and len(lengths) > 1  # short batches stay short
 
 
 def test_nli_triplets_pair_entailment_with_contradiction():
