@@ -17,11 +17,15 @@ import dataclasses
 import functools
 import importlib
 import inspect
+import logging
+import os
 import types
 import typing
 from typing import Any, Callable
 
 import gin
+
+from bertjax import paths
 
 
 def _import(path: str, binding: str) -> Any:
@@ -111,3 +115,22 @@ def build_model(architecture: str = gin.REQUIRED, config: str = gin.REQUIRED,
     raise ValueError(f"{config} returned a {type(cfg).__name__}, not a dataclass; "
                      f"config_overrides cannot be applied.")
   return module_cls(cfg)
+
+
+def parse_config(gin_files: list[str], bindings: list[str]) -> None:
+  """Parses gin files (as given, else under the working directory, else under the
+  repository's gin/ folder) and then the bindings.
+
+  gin logs an error for every search path a file is *not* under, even when a later one
+  has it; a file found nowhere still raises, so those messages are only noise and are
+  silenced while parsing.
+  """
+  gin.add_config_file_search_path(os.getcwd())
+  gin.add_config_file_search_path(str(paths.gin_dir()))
+  root = logging.getLogger()
+  level = root.level
+  root.setLevel(logging.CRITICAL)
+  try:
+    gin.parse_config_files_and_bindings(gin_files, bindings)
+  finally:
+    root.setLevel(level)

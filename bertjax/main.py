@@ -14,9 +14,7 @@ Multi-host (one command per host; see bertjax/distributed.py and tpu_scripts/):
   python -m bertjax.main ... --coordinator_address=10.0.0.2:8476 --num_processes=4 --process_id=$I
 On a Cloud TPU VM pod slice the processes are found automatically (--multihost=auto).
 """
-import contextlib
 import importlib
-import logging as std_logging
 import os
 import pkgutil
 import sys
@@ -24,7 +22,7 @@ import sys
 from absl import app, flags, logging
 import gin
 
-from bertjax import distributed, paths, trainer
+from bertjax import configurables, distributed, trainer
 
 # Packages whose modules register gin configurables that gin files refer to by name;
 # all are imported before parsing so any family's config parses (and typos fail).
@@ -56,25 +54,9 @@ def register_configurables() -> None:
 def parse_gin(gin_files: list[str], gin_bindings: list[str]) -> None:
   """Parses configs (searching gin/ as well), with errors that name the file."""
   register_configurables()
-  gin.add_config_file_search_path(os.getcwd())
-  gin.add_config_file_search_path(str(paths.gin_dir()))
   if not gin_files and not gin_bindings:
     raise app.UsageError("Give at least one --gin_file (e.g. --gin_file=gin/quickstart.gin).")
-  with _quiet_search_misses():
-    gin.parse_config_files_and_bindings(gin_files, gin_bindings)
-
-
-@contextlib.contextmanager
-def _quiet_search_misses():
-  """gin logs an error for every search path an include is *not* found under; a file
-  found nowhere still raises, so those messages are only noise."""
-  root = std_logging.getLogger()
-  level = root.level
-  root.setLevel(std_logging.CRITICAL)
-  try:
-    yield
-  finally:
-    root.setLevel(level)
+  configurables.parse_config(gin_files, gin_bindings)
 
 
 def _write(model_dir: str, name: str, text: str) -> None:

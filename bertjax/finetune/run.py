@@ -25,7 +25,6 @@ checkpoint and predictions/ in each benchmark's submission format.
 import dataclasses
 import functools
 import json
-import logging as std_logging
 import os
 import sys
 import time
@@ -33,7 +32,7 @@ import time
 import gin
 from absl import app, flags, logging
 
-from bertjax import paths
+from bertjax import configurables
 from bertjax.configurables import typechecked
 from bertjax.finetune import encoders, feature_based, glue, loop, pipelines
 from bertjax.finetune.tokenization import WordPiece
@@ -140,19 +139,7 @@ def flag_bindings() -> list[str]:
 
 def configure(gin_files: list[str], gin_params: list[str]) -> tuple[FinetuneRun, pipelines.Options]:
   """Parses the config and builds it: every bad binding raises here, before any compute."""
-  # The repository's gin/ first: the task files' includes ('finetune/base.gin') resolve
-  # there without a logged miss per search path; a given path is tried as is first.
-  gin.add_config_file_search_path(str(paths.gin_dir()))
-  gin.add_config_file_search_path(os.getcwd())
-  # gin logs an error for each search path a file is not under, even when a later one
-  # has it; a file found nowhere still raises.
-  root = std_logging.getLogger()
-  level = root.level
-  root.setLevel(std_logging.CRITICAL)
-  try:
-    gin.parse_config_files_and_bindings(gin_files, gin_params)
-  finally:
-    root.setLevel(level)
+  configurables.parse_config(gin_files, gin_params)
   return FinetuneRun(), pipelines.Options(finetune=loop.FinetuneConfig())
 
 
