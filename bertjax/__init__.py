@@ -10,7 +10,7 @@ _LAZY = {
     "from_hf": ("bertjax.hf.model", "from_hf"),
     "to_hf": ("bertjax.hf.model", "to_hf"),
     "HFModel": ("bertjax.hf.model", "HFModel"),
-    "vocab_from_hf": ("bertjax.data.vocabularies", "vocab_from_hf"),
+    "vocab_from_hf": ("bertjax.data.hf_vocabulary", "vocab_from_hf"),
 }
 
 

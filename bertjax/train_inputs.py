@@ -47,7 +47,7 @@ def corpus_wordpiece(vocab_size: int = 8192, directory: str | None = None):
   the quickstart needs no download and no hand-made vocab file.
   """
   import os
-  from bertjax.data import corpus, vocab_training, vocabularies
+  from bertjax.data import corpus, hf_vocabulary, vocab_training
   directory = directory or os.path.join(str(corpus.cache_dir()), f"wordpiece-{vocab_size}")
   if not os.path.exists(os.path.join(directory, "tokenizer_config.json")):
     tmp = f"{directory}.tmp{os.getpid()}"
@@ -57,7 +57,7 @@ def corpus_wordpiece(vocab_size: int = 8192, directory: str | None = None):
       os.replace(tmp, directory)  # atomic: concurrent builders never see half a vocab
     except OSError:  # another process finished first
       pass
-  return vocabularies.vocab_from_hf(directory)
+  return hf_vocabulary.vocab_from_hf(directory)
 
 
 @gin.configurable
@@ -66,7 +66,7 @@ def hf_vocabulary(name_or_path: str):
   under <data_dir>/tokenizers/hf (e.g. 'roberta-gpt2-ids', RoBERTa's byte-level BPE)."""
   import os
   from bertjax import paths
-  from bertjax.data import vocabularies
+  from bertjax.data import hf_vocabulary
   directory = name_or_path
   if not os.path.isdir(directory):
     directory = str(paths.data_dir() / "tokenizers" / "hf" / name_or_path)
@@ -75,7 +75,7 @@ def hf_vocabulary(name_or_path: str):
         f"hf_vocabulary: {name_or_path!r} is neither a folder nor a tokenizer under "
         f"{paths.data_dir() / 'tokenizers' / 'hf'}; bind hf_vocabulary.name_or_path to a "
         "Hugging Face tokenizer folder (tokenizer.json or vocab files).")
-  return vocabularies.vocab_from_hf(directory)
+  return hf_vocabulary.vocab_from_hf(directory)
 
 
 def host_batch_size(global_batch_size: int) -> int:

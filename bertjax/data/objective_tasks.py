@@ -47,7 +47,7 @@ def _role(vocab, *roles: str) -> int:
     if found is not None:
       return found
   raise ValueError(f"Vocabulary {type(vocab).__name__} has no id for any of {roles}; use "
-                   "bertjax.data.vocabularies or vocab_from_hf.")
+                   "bertjax.data.vocabularies or hf_vocabulary.vocab_from_hf.")
 
 
 def flatten_sentences(dataset: tf.data.Dataset) -> tf.data.Dataset:

@@ -141,7 +141,7 @@ def special_ids(vocab) -> dict:
   if missing:
     raise ValueError(f"Vocabulary {type(vocab).__name__} has no id for {missing}; encoder "
                      "objectives need [CLS]/[SEP]/[MASK]/[PAD] roles (use "
-                     "bertjax.data.vocabularies or vocab_from_hf).")
+                     "bertjax.data.vocabularies or hf_vocabulary.vocab_from_hf).")
   specials = set(getattr(vocab, "special_ids", ())) | set(roles.values())
   return dict(roles, special=sorted(specials), vocab_size=vocab.vocab_size)
 

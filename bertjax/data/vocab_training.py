@@ -10,7 +10,7 @@ from typing import Iterable, Optional, Sequence
 import sentencepiece as spm
 import tokenizers
 
-from bertjax.data import vocabularies
+from bertjax.data import hf_vocabulary, vocabularies
 
 BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -47,7 +47,7 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, out_dir: str,
                 mask_token="[MASK]", model_max_length=512)
   with open(os.path.join(out_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
     json.dump(config, f, indent=2)
-  return vocabularies.vocab_from_hf(out_dir)
+  return hf_vocabulary.vocab_from_hf(out_dir)
 
 
 def train_sentencepiece(texts: Iterable[str], vocab_size: int, out_dir: str,

