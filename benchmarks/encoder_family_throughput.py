@@ -6,7 +6,7 @@ r"""Train-step throughput (tokens/s) of each encoder family at one small size, o
 
 Each entry of `BUILDERS` returns the module, its pretraining objective and the extra
 batch features that objective reads; the step is the trainer's own
-(bertjax.train_step.make_train_step: forward, loss, backward, AdamW update), jitted
+(bertjax.train.step.make_train_step: forward, loss, backward, AdamW update), jitted
 for one device. Compilation and the first step are not timed. All models share the
 "mini" width (4 layers, hidden 256, 4 heads, MLP 1024) and a 30,522-id vocabulary, so
 the numbers compare architectures, not sizes. Add a family with one `BUILDERS` line.
@@ -24,8 +24,9 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from bertjax import optimizers, train_state, train_step  # noqa: E402
-from bertjax.models import albert, bert, distilbert, distillation, roberta, spanbert  # noqa: E402
+from bertjax.train import optimizers, state as train_state, step as train_step  # noqa: E402
+from bertjax.models import albert, bert, distilbert, roberta, spanbert
+from bertjax.models.common import distillation  # noqa: E402
 from bertjax.models import deberta, electra  # noqa: E402
 from bertjax.objectives import distill, mlm, nsp, rtd, sbo  # noqa: E402
 

@@ -5,7 +5,7 @@ r"""GPT throughput: causal-LM train-step tokens/s and decoding tokens/s (cached 
 
 Train: the real trainer step (CausalLM objective, AdamW, donated state) on synthetic
 [batch, length] token blocks; tokens/s counts input tokens. Decode:
-`bertjax.decoding.generate` (greedy, batched, jit-compiled) producing `new_tokens` tokens
+`bertjax.inference.decoding.generate` (greedy, batched, jit-compiled) producing `new_tokens` tokens
 per row after a `prompt_length` prompt, with the key/value cache and without it (the
 whole sequence recomputed each step); tokens/s counts generated tokens. The encoder-
 decoder lines (T5, BART) are in benchmarks/seq2seq_throughput.py.
@@ -17,7 +17,8 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from bertjax import decoding, optimizers, partitioning
+from bertjax.inference import decoding
+from bertjax.train import optimizers, partitioning
 import step_timing
 from bertjax.models import gpt
 from bertjax.objectives import causal_lm

@@ -4,7 +4,7 @@ r"""Dense vs BigBird / Longformer / Linformer attention as the sequence grows, o
   python benchmarks/long_attention.py --lengths=512,1024 --repeats=1 --out=/tmp/la
 
 A tiny BERT encoder (2 layers, hidden 64, 2 heads, batch 1) - the attention dominates at
-these lengths - with each attention from `bertjax.layers.attention_types.attention`:
+these lengths - with each attention from `bertjax.layers.long_attention.kinds.attention`:
 BigBird block 64 + 3 random blocks (the sparse path at every length), Longformer w = 128
 per side with [CLS] global, Linformer k = 256 (headwise). For each length it times the
 jitted forward pass and a train step (gradient of a scalar loss + SGD update), median of
@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bertjax.layers import attention_types
+from bertjax.layers.long_attention import kinds as attention_types
 from bertjax.models import bert
 
 VARIANTS = {

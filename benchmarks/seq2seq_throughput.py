@@ -8,7 +8,7 @@ r"""Encoder-decoder throughput: train-step tokens/s and decoding tokens/s (cache
 Train: the real trainer step (Seq2SeqLM objective, Adafactor + inverse-sqrt, donated
 state) on synthetic batches of `inputs_length` encoder and `targets_length` decoder
 tokens; tokens/s counts both. Decode: the jit-compiled greedy loop of
-`bertjax.decoding.generate` (batched, no EOS so every row makes `new_tokens` tokens),
+`bertjax.inference.decoding.generate` (batched, no EOS so every row makes `new_tokens` tokens),
 compiled ahead of time, then timed (the fastest of `--repeats` interleaved rounds), in
 three variants: `uncached` (the whole prefix and the cross-attention keys/values
 recomputed each step), `self cache` (the self-attention key/value cache; cross-attention
@@ -25,7 +25,8 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from bertjax import decoding, optimizers, partitioning
+from bertjax.inference import decoding
+from bertjax.train import optimizers, partitioning
 import step_timing
 from bertjax.models import bart, t5
 from bertjax.objectives import seq2seq

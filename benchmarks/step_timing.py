@@ -3,7 +3,7 @@ import time
 
 import jax
 
-from bertjax import partitioning, train_state, train_step
+from bertjax.train import partitioning, state as train_state, step as train_step
 
 
 def time_train_step(model, objective, tx, schedule, batch, steps, mesh, rules):

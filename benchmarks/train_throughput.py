@@ -5,7 +5,7 @@ r"""Train-step throughput of BERT sizes, next to this machine's f32 matmul FLOP/
 
 For each size it times the real trainer step (MLM+NSP objective, AdamW, global-norm
 clipping, donated state) on synthetic batches and reports tokens/s and model FLOPs/s
-(`bertjax.flops`: 6 x matmul weights + tied vocab projection + attention, per token).
+(`bertjax.train.flops`: 6 x matmul weights + tied vocab projection + attention, per token).
 The practical ceiling is a large f32 matmul timed the same way; the ratio of the two
 is the model FLOPs utilisation (MFU) against what this machine can actually do.
 """
@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bertjax import flops, optimizers, partitioning
+from bertjax.train import flops, optimizers, partitioning
 import step_timing
 from bertjax.models import bert
 from bertjax.objectives import nsp

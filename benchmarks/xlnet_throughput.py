@@ -15,7 +15,7 @@ import argparse
 import jax
 import numpy as np
 
-from bertjax import optimizers, partitioning
+from bertjax.train import optimizers, partitioning
 import step_timing
 from bertjax.models import xlnet
 from bertjax.objectives import plm

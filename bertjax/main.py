@@ -10,7 +10,7 @@ effective config is written to model_dir/config.gin before training starts, and 
 operative one (what was actually used) to model_dir/operative_config.gin at the end.
 Re-running the same command resumes from the latest checkpoint in model_dir.
 
-Multi-host (one command per host; see bertjax/distributed.py and tpu_scripts/):
+Multi-host (one command per host; see bertjax/train/distributed.py and tpu_scripts/):
   python -m bertjax.main ... --coordinator_address=10.0.0.2:8476 --num_processes=4 --process_id=$I
 On a Cloud TPU VM pod slice the processes are found automatically (--multihost=auto).
 """
@@ -22,13 +22,15 @@ import sys
 from absl import app, flags, logging
 import gin
 
-from bertjax import configurables, distributed, trainer
+from bertjax import configurables
+from bertjax.train import distributed, trainer
 
 # Packages whose modules register gin configurables that gin files refer to by name;
 # all are imported before parsing so any family's config parses (and typos fail).
 CONFIGURABLE_PACKAGES = ("bertjax.objectives", "bertjax.models", "bertjax.data")
-CONFIGURABLE_MODULES = ("bertjax.configurables", "bertjax.optimizers", "bertjax.partitioning",
-                        "bertjax.train_inputs", "bertjax.evaluation.generation")
+CONFIGURABLE_MODULES = ("bertjax.configurables", "bertjax.train.optimizers",
+                        "bertjax.train.partitioning", "bertjax.train.inputs",
+                        "bertjax.train.evaluators")
 
 _GIN_FILE = flags.DEFINE_multi_string("gin_file", [], "gin config file(s), applied in order.")
 _GIN_BINDINGS = flags.DEFINE_multi_string("gin_bindings", [],
@@ -47,7 +49,7 @@ def register_configurables() -> None:
     importlib.import_module(name)
   for package_name in CONFIGURABLE_PACKAGES:
     package = importlib.import_module(package_name)
-    for info in pkgutil.iter_modules(package.__path__, package_name + "."):
+    for info in pkgutil.walk_packages(package.__path__, package_name + "."):
       importlib.import_module(info.name)
 
 

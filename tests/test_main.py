@@ -8,7 +8,7 @@ import gin
 import pytest
 
 from bertjax import main
-from tests import trainer_testlib as tl
+from tests.helpers import trainer as tl
 
 
 @pytest.fixture(autouse=True)

@@ -133,7 +133,8 @@ def test_worked_example_config_builds_a_trainer(tmp_path):
   """The README's v4-32 gin run parses and its Trainer builds (mesh, optimizer, batch
   split) on this machine's 8 CPU devices; no step is run."""
   import gin
-  from bertjax import main, trainer
+  from bertjax import main
+  from bertjax.train import trainer
   try:
     main.parse_gin([os.path.join(SCRIPTS, "bert_base_v4_32.gin")], [])
     job = trainer.Trainer(model_dir=str(tmp_path))

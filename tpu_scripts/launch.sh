@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts one gin run on every worker of every node: the same `python3 -m bertjax.main`
 # command everywhere; JAX finds the other workers itself on a TPU VM
-# (bertjax.distributed, --multihost=auto). Runs in the background (nohup) with its
+# (bertjax.train.distributed, --multihost=auto). Runs in the background (nohup) with its
 # output in ~/bertjax_run.log on each worker; follow it with logs.sh.
 #
 #   tpu_scripts/launch.sh --name=bert --zone=us-central2-b --model_dir=gs://B/run \

@@ -9,7 +9,7 @@ train split in T5's id layout (<pad>=0, </s>=1, <unk>=2) with 100 extra ids as t
 span-corruption sentinels, and caches it. A gin run selects both:
 
   default_source.source = @c4_source()
-  bertjax.train_inputs.task_dataset.vocabulary = @c4_sentencepiece()
+  bertjax.train.inputs.task_dataset.vocabulary = @c4_sentencepiece()
   Trainer.train_task = 't5_span_corruption'
 """
 import functools

@@ -19,6 +19,7 @@ import sysconfig
 import zlib
 from typing import List, Optional, Sequence
 
+import gin
 import seqio
 import tensorflow as tf
 
@@ -152,3 +153,23 @@ def corpus_source(validation_percent: int = 2) -> seqio.DataSource:
 def sentences(split: str = "train") -> Sequence[str]:
   """Every sentence of a split, e.g. to train a vocabulary."""
   return [s for d in documents(split) for s in d.split("\n")]
+
+
+@gin.configurable
+def corpus_wordpiece(vocab_size: int = 8192, directory: str | None = None):
+  """A WordPiece vocabulary trained on the embedded corpus's train split, built once.
+
+  Stored under `directory` (default: the corpus cache) and reused by later runs, so
+  the quickstart needs no download and no hand-made vocab file.
+  """
+  from bertjax.data import hf_vocabulary, vocab_training  # Local: tokenizers is heavy.
+  directory = directory or os.path.join(str(cache_dir()), f"wordpiece-{vocab_size}")
+  if not os.path.exists(os.path.join(directory, "tokenizer_config.json")):
+    tmp = f"{directory}.tmp{os.getpid()}"
+    vocab_training.train_wordpiece(sentences("train"), vocab_size, tmp)
+    os.makedirs(os.path.dirname(directory), exist_ok=True)
+    try:
+      os.replace(tmp, directory)  # atomic: concurrent builders never see half a vocab
+    except OSError:  # another process finished first
+      pass
+  return hf_vocabulary.vocab_from_hf(directory)

@@ -3,10 +3,12 @@ import json
 import os
 from typing import Optional
 
+import gin
 import seqio
 
+from bertjax import paths
 from bertjax.data.vocabularies import (ROLES, ByteLevelBPEVocabulary, SentencePieceVocabulary,
-                                       WordPieceVocabulary)
+                                      WordPieceVocabulary)
 
 
 def _read_json(path: str) -> Optional[dict]:
@@ -102,3 +104,18 @@ def vocab_from_hf(path, extra_ids: int = 0) -> seqio.Vocabulary:
       f"{', model type ' + kind if kind else ''}). Expected tokenizer.json of a WordPiece, "
       "Unigram or BPE model, or vocab.txt (WordPiece), spiece.model (SentencePiece), or "
       "vocab.json + merges.txt (byte-level BPE), with an optional tokenizer_config.json.")
+
+
+@gin.configurable
+def hf_vocabulary(name_or_path: str):
+  """A Hugging Face tokenizer folder as the vocabulary: a path, or the name of a folder
+  under <data_dir>/tokenizers/hf (e.g. 'roberta-gpt2-ids', RoBERTa's byte-level BPE)."""
+  directory = name_or_path
+  if not os.path.isdir(directory):
+    directory = str(paths.data_dir() / "tokenizers" / "hf" / name_or_path)
+  if not os.path.isdir(directory):
+    raise FileNotFoundError(
+        f"hf_vocabulary: {name_or_path!r} is neither a folder nor a tokenizer under "
+        f"{paths.data_dir() / 'tokenizers' / 'hf'}; bind hf_vocabulary.name_or_path to a "
+        "Hugging Face tokenizer folder (tokenizer.json or vocab files).")
+  return vocab_from_hf(directory)

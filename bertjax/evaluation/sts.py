@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from bertjax import paths
-from bertjax.finetune.metrics import spearman
+from bertjax.evaluation.metrics import spearman
 
 EmbedFn = Callable[[Sequence[str]], np.ndarray]
 

@@ -19,7 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bertjax.finetune import loop, objectives
+from bertjax.finetune import loop
+from bertjax.objectives import downstream as objectives
 
 MODES = ("embeddings", "second_last", "last", "sum_last4", "concat_last4", "sum_all")
 

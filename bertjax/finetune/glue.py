@@ -12,7 +12,8 @@ import os
 import numpy as np
 
 from bertjax import paths
-from bertjax.finetune import features, metrics, readers
+from bertjax.finetune import features
+from bertjax.evaluation import metrics, readers
 from bertjax.finetune.tokenization import WordPiece
 
 

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
-from bertjax import optimizers, partitioning, train_state
+from bertjax.train import optimizers, partitioning, state as train_state
 from bertjax.configurables import typechecked
 
 Arrays = Mapping[str, np.ndarray]

@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from bertjax import paths
-from bertjax.finetune import conlleval, readers
+from bertjax.evaluation import conlleval, readers
 from bertjax.finetune.tokenization import WordPiece
 
 LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")

@@ -21,8 +21,11 @@ import numpy as np
 from absl import logging
 
 from bertjax.configurables import typechecked
-from bertjax.finetune import (encoders, feature_based, glue, heads, loop, ner, objectives, readers,
-                              selection, squad, squad_metrics, submission, swag)
+from bertjax.checkpoints import encoders
+from bertjax.finetune import feature_based, glue, loop, ner, selection, squad, submission, swag
+from bertjax.models.common import task_heads as heads
+from bertjax.objectives import downstream as objectives
+from bertjax.evaluation import readers, squad_metrics
 from bertjax.finetune.tokenization import WordPiece
 
 PREDICTIONS_DIR = "predictions"

@@ -21,7 +21,7 @@ import os
 import numpy as np
 
 from bertjax import paths
-from bertjax.finetune import readers
+from bertjax.evaluation import readers
 from bertjax.finetune.tokenization import WordPiece
 
 

@@ -12,7 +12,8 @@ import os
 import numpy as np
 
 from bertjax import paths
-from bertjax.finetune import features, readers
+from bertjax.finetune import features
+from bertjax.evaluation import readers
 from bertjax.finetune.tokenization import WordPiece
 
 NUM_CHOICES = 4

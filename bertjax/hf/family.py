@@ -64,7 +64,7 @@ class Family(abc.ABC):
 
   def can_generate(self, architecture: str) -> bool:
     """Whether `architecture` has a language-model head that `HFModel.generate` decodes with
-    (bertjax.decoding: decoder-only `__call__(..., decode=True)` or `encode`/`decode` methods)."""
+    (bertjax.inference.decoding: decoder-only `__call__(..., decode=True)` or `encode`/`decode` methods)."""
     return architecture.endswith(("LMHeadModel", "ForCausalLM", "ForConditionalGeneration"))
 
   def outputs(self, architecture: str, outputs: Mapping[str, Any]) -> dict:

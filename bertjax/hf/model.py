@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import traverse_util
 
-from bertjax import decoding
+from bertjax.inference import decoding
 from bertjax.hf import io, mapping, registry
 from bertjax.hf.family import Family
 
@@ -40,7 +40,7 @@ class HFModel:
 
   def generate(self, input_ids, attention_mask=None, **kwargs) -> np.ndarray:
     """Token ids as transformers' `generate` returns them (greedy, beam search, sampling;
-    see bertjax.decoding.generate for the arguments)."""
+    see bertjax.inference.decoding.generate for the arguments)."""
     if not self.family.can_generate(self.architecture):
       raise ValueError(f"{self.architecture} has no language-model head to generate with; "
                        "load a ...LMHeadModel / ...ForConditionalGeneration checkpoint.")

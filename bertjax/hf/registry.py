@@ -8,20 +8,20 @@ import importlib
 from bertjax.hf.family import Family
 
 FAMILIES: dict[str, str] = {
-    "bert": "bertjax.hf.bert:BertFamily",
-    "big_bird": "bertjax.hf.bigbird:BigBirdFamily",
-    "longformer": "bertjax.hf.longformer:LongformerFamily",
-    "electra": "bertjax.hf.electra:ElectraFamily",
-    "deberta": "bertjax.hf.deberta:DebertaFamily",
-    "deberta-v2": "bertjax.hf.deberta:DebertaV2Family",
-    "roberta": "bertjax.hf.roberta:RobertaFamily",
-    "albert": "bertjax.hf.albert:AlbertFamily",
-    "distilbert": "bertjax.hf.distilbert:DistilBertFamily",
-    "t5": "bertjax.hf.t5:T5Family",
-    "bart": "bertjax.hf.bart:BartFamily",
-    "xlnet": "bertjax.hf.xlnet:XLNetFamily",
-    "gpt2": "bertjax.hf.gpt:GPT2Family",
-    "openai-gpt": "bertjax.hf.gpt:OpenAIGPTFamily",
+    "bert": "bertjax.models.bert.hf:BertFamily",
+    "big_bird": "bertjax.models.bigbird.hf:BigBirdFamily",
+    "longformer": "bertjax.models.longformer.hf:LongformerFamily",
+    "electra": "bertjax.models.electra.hf:ElectraFamily",
+    "deberta": "bertjax.models.deberta.hf:DebertaFamily",
+    "deberta-v2": "bertjax.models.deberta.hf:DebertaV2Family",
+    "roberta": "bertjax.models.roberta.hf:RobertaFamily",
+    "albert": "bertjax.models.albert.hf:AlbertFamily",
+    "distilbert": "bertjax.models.distilbert.hf:DistilBertFamily",
+    "t5": "bertjax.models.t5.hf:T5Family",
+    "bart": "bertjax.models.bart.hf:BartFamily",
+    "xlnet": "bertjax.models.xlnet.hf:XLNetFamily",
+    "gpt2": "bertjax.models.gpt.hf:GPT2Family",
+    "openai-gpt": "bertjax.models.gpt.hf:OpenAIGPTFamily",
 }
 
 

@@ -1,4 +1,4 @@
-"""The key/value cache of incremental decoding (see bertjax.decoding for the protocol).
+"""The key/value cache of incremental decoding (see bertjax.inference.decoding for the protocol).
 
 A decoding attention layer keeps, in the 'cache' collection,
   cached_key, cached_value: [batch, cache_length, heads, kv]

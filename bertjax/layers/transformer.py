@@ -21,7 +21,7 @@ class TransformerLayer(nn.Module):
 
   Called as a scan body: `(x, mask, bias) -> (x, x or None)`, the second output being
   the layer's hidden state when `emit_hidden_state` is set. `decode`: self-attention
-  with a key/value cache (bertjax.decoding).
+  with a key/value cache (bertjax.inference.decoding).
   """
   num_heads: int
   head_dim: int
@@ -37,7 +37,7 @@ class TransformerLayer(nn.Module):
   deterministic: bool = True
   emit_hidden_state: bool = False
   decode: bool = False
-  # Long-sequence attention (a spec from bertjax.layers.sparse / lowrank; None = dense).
+  # Long-sequence attention (a spec from bertjax.layers.long_attention.sparse / lowrank; None = dense).
   attention_spec: Optional[Any] = None
   num_layers: int = 1  # depth of the stack, for per-layer attention patterns
 
@@ -91,7 +91,7 @@ class TransformerStack(nn.Module):
   dtype: Dtype = jnp.float32
   share_parameters: bool = False
   remat: bool = False
-  # Long-sequence attention spec (bertjax.layers.sparse / lowrank); None = dense. The mask
+  # Long-sequence attention spec (bertjax.layers.long_attention.sparse / lowrank); None = dense. The mask
   # is then the spec's `encoder_mask` (a TokenMask) and each layer gets its index.
   attention_spec: Optional[Any] = None
 

@@ -7,7 +7,7 @@ comparable to a hard-label term) - Hinton et al., sec. 2. We use
 KL(p_t || p_s) rather than the soft cross-entropy: same gradient, but the value is
 0 when the student matches, so the logged loss means something.
 
-Both objectives read a StudentTeacher pair's outputs (bertjax.models.distillation):
+Both objectives read a StudentTeacher pair's outputs (bertjax.models.common.distillation):
 the student's `logits` / `last_hidden_state` and the teacher's `teacher_logits` /
 `teacher_last_hidden_state`. Logits may be token-level [B, L, V] (MLM distillation)
 or per-example [B, C] (a classifier distilled on GLUE); weights have the logits'

@@ -8,7 +8,7 @@ order, `target_mapping` picks the P target positions, and `target_ids` /
 stream's logits [B, P, V] over real target rows.
 
 Segment recurrence: with `carry_memory`, the objective declares carried state for the
-trainer (`initial_carry` / `next_carry`, see `bertjax.train_step`): each step's
+trainer (`initial_carry` / `next_carry`, see `bertjax.train.step`): each step's
 memory (every layer's hidden states of the segment, stop-gradient) is fed to the
 next step's batch as `mems`, so row b of step t+1 attends to row b of step t, as in
 XLNet's pretraining. That memory is the text right before step t+1's row b when the

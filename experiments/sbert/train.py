@@ -24,12 +24,13 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
-from bertjax import encode, optimizers, sbert_data, sbert_io, train_step
+from bertjax.sbert import encode, data as sbert_data, io as sbert_io
+from bertjax.train import optimizers, step as train_step
 from bertjax.evaluation import sts
-from bertjax.finetune import encoders
-from bertjax.models import sbert
-from bertjax.objectives import siamese
-from bertjax.train_state import TrainState
+from bertjax.checkpoints import encoders
+from bertjax.sbert import model as sbert
+from bertjax.sbert import losses as siamese
+from bertjax.train.state import TrainState
 
 flags.DEFINE_string("checkpoint", None, "Base encoder: bertjax checkpoint, HF folder or run model_dir.",
                     required=True)

@@ -4,8 +4,10 @@ import gin
 import numpy as np
 import pytest
 
-from bertjax import main, paths, trainer
-from bertjax.data import c4, tasks
+from bertjax import main, paths
+from bertjax.train import trainer
+from bertjax.data import c4
+from bertjax.data import recipes
 
 if not (paths.data_dir() / c4.C4_SUBDIR).is_dir():
   pytest.skip("shared data folder absent", allow_module_level=True)
@@ -38,7 +40,7 @@ def test_vocabulary_has_t5_layout_and_sentinels(vocab):
 
 
 def test_span_corruption_batches_on_c4(vocab):
-  ds = tasks.get_dataset("t5_span_corruption", sequence_length=64, batch_size=4,
+  ds = recipes.get_dataset("t5_span_corruption", sequence_length=64, batch_size=4,
                          source=c4.c4_source(), vocabulary=vocab, seed=0)
   batch = next(ds.as_numpy_iterator())
   assert batch["input_ids"].shape == (4, 64) and batch["labels"].shape[0] == 4
@@ -52,7 +54,7 @@ def test_gin_selects_c4_and_builds_the_tiny_run(tmp_path):
   gin.clear_config()
   try:
     main.parse_gin(["runs/t5_c4_tiny_pretrain.gin"], [])
-    assert isinstance(tasks.default_source(), type(c4.c4_source()))
+    assert isinstance(recipes.default_source(), type(c4.c4_source()))
     job = trainer.Trainer(model_dir=str(tmp_path))
     assert job.train_task == "t5_span_corruption"
     assert job.model.config.vocab_size == 4096 and job.model.config.num_layers == 2

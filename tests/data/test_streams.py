@@ -6,11 +6,11 @@ import pytest
 import seqio
 import tensorflow as tf
 
-from bertjax.data import objective_tasks
-from bertjax.data import tasks
+from bertjax.data.recipes import seq2seq as seq2seq_recipes
+from bertjax.data import recipes
 from bertjax.data.preprocessors import pairs
 from bertjax.data.preprocessors import streams
-from tests.data import xlnet_stream_testlib as stream_testlib
+from tests.helpers import xlnet_streams as stream_testlib
 from tests.data.test_permutation import check_example
 
 SEP = 1
@@ -106,13 +106,13 @@ def xlnet_batches(vocab, n, texts=TEXT, **kwargs):
           {"text": texts}), splits=["train"])
   args = dict(sequence_length={"input_ids": L, "target_ids": P}, batch_size=B, seed=0,
               vocabulary=vocab, source=source, shuffle=False)
-  return list(tasks.get_dataset("xlnet_plm", **{**args, **kwargs}).take(n).as_numpy_iterator())
+  return list(recipes.get_dataset("xlnet_plm", **{**args, **kwargs}).take(n).as_numpy_iterator())
 
 
 def source_documents(vocab, texts=TEXT):
   """The source token stream, one list of ids per non-empty document."""
   ds = tf.data.Dataset.from_tensor_slices({"text": texts})
-  ds = objective_tasks.flatten_sentences(pairs.tokenize_sentences(ds, vocab))
+  ds = seq2seq_recipes.flatten_sentences(pairs.tokenize_sentences(ds, vocab))
   return [ex["targets"].tolist() for ex in ds.as_numpy_iterator() if len(ex["targets"])]
 
 

@@ -7,11 +7,12 @@ import pytest
 import transformers
 
 from bertjax import checkpoints, main
-from bertjax.finetune import encoders, loop, pipelines, run
-from bertjax.hf import checkpoint as hf_checkpoint
+from bertjax.checkpoints import encoders
+from bertjax.finetune import loop, pipelines, run
+from bertjax.checkpoints import converted as hf_checkpoint
 from bertjax.hf import model as hf_model
-from tests import trainer_testlib
-from tests.finetune import finetune_testlib as ftl
+from tests.helpers import trainer as trainer_helpers
+from tests.helpers import finetune as ftl
 
 
 @pytest.fixture(autouse=True)
@@ -30,7 +31,7 @@ def _options(tmp_path, data_dir):
 @pytest.mark.slow
 def test_finetunes_from_a_two_step_pretraining_run(tmp_path):
   """The trainer pretrains a tiny BERT for 2 steps; GLUE fine-tuning starts from it."""
-  trainer_testlib.configure("Trainer.num_train_steps = 2", "Trainer.checkpoint_every = 2",
+  trainer_helpers.configure("Trainer.num_train_steps = 2", "Trainer.checkpoint_every = 2",
                             "Trainer.async_checkpoints = False")
   model_dir = str(tmp_path / "pretrain")
   main.run(model_dir, "train")

@@ -11,9 +11,9 @@ import transformers
 
 from bertjax import paths
 from bertjax.finetune import glue, run, submission
-from bertjax.hf import checkpoint as hf_checkpoint
+from bertjax.checkpoints import converted as hf_checkpoint
 from bertjax.hf import model as hf_model
-from tests.finetune import finetune_testlib as ftl
+from tests.helpers import finetune as ftl
 
 GIN_DIR = paths.gin_dir() / "finetune"
 CHECKPOINT = "FinetuneRun.init_checkpoint = '/ckpt'"

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from bertjax import paths
-from bertjax.finetune import glue, readers
+from bertjax.finetune import glue
+from bertjax.evaluation import readers
 from bertjax.finetune.tokenization import WordPiece
 
 VOCAB = paths.data_dir() / "tokenizers" / "bert-base-uncased" / "vocab.txt"

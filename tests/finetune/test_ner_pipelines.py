@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 import transformers
 
-from bertjax.finetune import conlleval, encoders, loop, pipelines
+from bertjax.evaluation import conlleval
+from bertjax.checkpoints import encoders
+from bertjax.finetune import loop, pipelines
 from bertjax.finetune.tokenization import WordPiece
-from bertjax.hf import checkpoint as hf_checkpoint
+from bertjax.checkpoints import converted as hf_checkpoint
 from bertjax.hf import model as hf_model
-from tests.finetune import finetune_testlib as ftl
+from tests.helpers import finetune as ftl
 
 SENTENCES = [[("a", "O"), ("man", "B-PER"), ("sleeps", "O"), (".", "O")],
              [("a", "O"), ("dog", "B-MISC"), ("is", "O"), ("dry", "O")],

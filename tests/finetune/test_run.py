@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import transformers
 
-from bertjax.finetune import encoders, loop, pipelines, run
+from bertjax.checkpoints import encoders
+from bertjax.finetune import loop, pipelines, run
 from bertjax.finetune.tokenization import WordPiece
-from bertjax.hf import checkpoint as hf_checkpoint
+from bertjax.checkpoints import converted as hf_checkpoint
 from bertjax.hf import model as hf_model
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "man", "sleeps", "person", "dog",

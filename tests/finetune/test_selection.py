@@ -8,7 +8,9 @@ import pytest
 import flax.linen as nn
 
 from bertjax import checkpoints
-from bertjax.finetune import heads, loop, objectives, selection
+from bertjax.models.common import task_heads as heads
+from bertjax.finetune import loop, selection
+from bertjax.objectives import downstream as objectives
 
 
 class TinyEncoder(nn.Module):

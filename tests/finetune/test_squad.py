@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from bertjax import paths
-from bertjax.finetune import readers, squad, squad_metrics
+from bertjax.evaluation import readers, squad_metrics
+from bertjax.finetune import squad
 from bertjax.finetune.tokenization import WordPiece
 
 VOCAB = paths.data_dir() / "tokenizers" / "bert-base-uncased" / "vocab.txt"

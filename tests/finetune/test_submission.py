@@ -6,7 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from bertjax.finetune import conlleval, glue, ner, readers, submission
+from bertjax.evaluation import conlleval, readers
+from bertjax.finetune import glue, ner, submission
 
 
 def test_glue_server_labels_and_file_names():

@@ -8,7 +8,7 @@ import transformers
 
 import bertjax
 from bertjax.models import albert, bert
-from tests import hf_testing, pretraining_testlib
+from tests.helpers import hf as hf_helpers, pretraining as pretraining_helpers
 
 ODD_CONFIG = dict(vocab_size=101, embedding_size=24, hidden_size=48, num_hidden_layers=3,
                   num_attention_heads=3, intermediate_size=37, max_position_embeddings=40,
@@ -26,7 +26,7 @@ def reference(architecture: str, tmp_path, seed: int = 0, **overrides):
   cls, _ = ARCHITECTURES[architecture]
   torch.manual_seed(seed)
   config = transformers.AlbertConfig(**{**ODD_CONFIG, **overrides})
-  model = hf_testing.redraw_weights(cls(config), seed)
+  model = hf_helpers.redraw_weights(cls(config), seed)
   model.save_pretrained(tmp_path / architecture)
   return model, tmp_path / architecture
 
@@ -37,11 +37,11 @@ def test_matches_transformers_on_padded_batch(architecture, groups, tmp_path):
   torch_model, path = reference(architecture, tmp_path, num_hidden_groups=groups)
   ours = bertjax.from_hf(path)
   assert ours.architecture == architecture and ours.config.num_hidden_groups == groups
-  inputs = hf_testing.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3)
-  expected = hf_testing.torch_outputs(torch_model, inputs, output_hidden_states=True)
+  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3)
+  expected = hf_helpers.torch_outputs(torch_model, inputs, output_hidden_states=True)
   got = ours(**inputs, output_hidden_states=True)
   keys = ARCHITECTURES[architecture][1] + ("hidden_states",)
-  diffs = hf_testing.max_abs_diff(got, expected, keys)
+  diffs = hf_helpers.max_abs_diff(got, expected, keys)
   assert max(diffs.values()) <= 1e-4, diffs
   assert np.std(got[keys[0]]) > 0.1
 
@@ -60,10 +60,10 @@ def test_export_round_trip_loads_in_transformers(tmp_path):
   ours = bertjax.from_hf(path)
   bertjax.to_hf(ours, tmp_path / "exported")
   reloaded = transformers.AlbertForPreTraining.from_pretrained(tmp_path / "exported").eval()
-  inputs = hf_testing.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=5)
+  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=5)
   keys = ("prediction_logits", "sop_logits")
-  diffs = hf_testing.max_abs_diff(hf_testing.torch_outputs(reloaded, inputs),
-                                  hf_testing.torch_outputs(torch_model, inputs), keys)
+  diffs = hf_helpers.max_abs_diff(hf_helpers.torch_outputs(reloaded, inputs),
+                                  hf_helpers.torch_outputs(torch_model, inputs), keys)
   assert max(diffs.values()) <= 1e-5, diffs
 
 
@@ -109,14 +109,14 @@ def test_parameter_counts_equal_reference_and_paper(size):
 def test_trains_under_its_gin_recipe(tmp_path):
   """runs/albert_pretrain.gin (LAMB) + models/albert_base.gin + objectives/albert_mlm_sop.gin
   on the embedded corpus, shrunk to a tiny shared-layer model."""
-  records = pretraining_testlib.train(
+  records = pretraining_helpers.train(
       tmp_path, ["runs/albert_pretrain.gin", "models/albert_base.gin",
                  "objectives/albert_mlm_sop.gin"],
-      [f"build_model.config_overrides = {{{pretraining_testlib.TINY}, 'embedding_size': 16}}",
+      [f"build_model.config_overrides = {{{pretraining_helpers.TINY}, 'embedding_size': 16}}",
        # LAMB scales steps by the weights' norm, tiny at init: a larger rate for 40 steps.
        "warmup_linear_decay.peak_value = 0.02"])
   assert "make_optimizer.optimizer = @lamb" in (tmp_path / "operative_config.gin").read_text()
   assert all("sop_accuracy" in r for r in records)
-  loss = pretraining_testlib.early_late(records, "mlm_loss")
-  accuracy = pretraining_testlib.early_late(records, "mlm_accuracy")
+  loss = pretraining_helpers.early_late(records, "mlm_loss")
+  accuracy = pretraining_helpers.early_late(records, "mlm_accuracy")
   assert loss[1] < loss[0] - 0.2 and accuracy[1] > accuracy[0], (loss, accuracy)

@@ -9,8 +9,8 @@ import transformers
 
 import bertjax
 from bertjax.models import bart
-from tests import hf_testing
-from tests.models import seq2seq_testing
+from tests.helpers import hf as hf_helpers
+from tests.helpers import seq2seq as seq2seq_helpers
 
 ODD_CONFIG = dict(vocab_size=93, d_model=24, encoder_layers=3, decoder_layers=2,
                   encoder_attention_heads=3, decoder_attention_heads=2, encoder_ffn_dim=37,
@@ -26,7 +26,7 @@ ARCHITECTURES = {
 def reference(architecture: str, tmp_path, seed: int = 0, **overrides):
   cls, _ = ARCHITECTURES[architecture]
   torch.manual_seed(seed)
-  model = hf_testing.redraw_weights(cls(transformers.BartConfig(**ODD_CONFIG, **overrides)), seed)
+  model = hf_helpers.redraw_weights(cls(transformers.BartConfig(**ODD_CONFIG, **overrides)), seed)
   if hasattr(model, "final_logits_bias"):  # a buffer, so redraw_weights leaves it at zero
     with torch.no_grad():
       model.final_logits_bias.normal_(generator=torch.Generator().manual_seed(seed))
@@ -36,8 +36,8 @@ def reference(architecture: str, tmp_path, seed: int = 0, **overrides):
 
 
 def seq2seq_batch(vocab_size: int, seed: int = 0) -> dict:
-  enc = hf_testing.padded_batch(vocab_size, lengths=(11, 7, 3), seed=seed)
-  dec = hf_testing.padded_batch(vocab_size, lengths=(5, 9, 2), seed=seed + 1)
+  enc = hf_helpers.padded_batch(vocab_size, lengths=(11, 7, 3), seed=seed)
+  dec = hf_helpers.padded_batch(vocab_size, lengths=(5, 9, 2), seed=seed + 1)
   return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
           "decoder_input_ids": dec["input_ids"], "decoder_attention_mask": dec["attention_mask"]}
 
@@ -49,10 +49,10 @@ def test_matches_transformers_on_padded_batch(architecture, scale_embedding, tmp
   ours = bertjax.from_hf(path)
   assert ours.config.scale_embedding == scale_embedding
   inputs = seq2seq_batch(ODD_CONFIG["vocab_size"])
-  expected = hf_testing.torch_outputs(torch_model, inputs, output_hidden_states=True)
+  expected = hf_helpers.torch_outputs(torch_model, inputs, output_hidden_states=True)
   got = ours(**inputs, output_hidden_states=True)
   keys = ARCHITECTURES[architecture][1] + ("encoder_hidden_states", "decoder_hidden_states")
-  diffs = hf_testing.max_abs_diff(got, expected, keys)
+  diffs = hf_helpers.max_abs_diff(got, expected, keys)
   assert max(diffs.values()) <= 1e-4, diffs
   assert np.std(got[keys[0]]) > 0.1
 
@@ -63,8 +63,8 @@ def test_export_round_trip_loads_in_transformers(tmp_path):
   bertjax.to_hf(ours, tmp_path / "exported")
   reloaded = transformers.BartForConditionalGeneration.from_pretrained(tmp_path / "exported")
   inputs = seq2seq_batch(ODD_CONFIG["vocab_size"], seed=5)
-  diffs = hf_testing.max_abs_diff(hf_testing.torch_outputs(reloaded.eval(), inputs),
-                                  hf_testing.torch_outputs(torch_model, inputs), ("logits",))
+  diffs = hf_helpers.max_abs_diff(hf_helpers.torch_outputs(reloaded.eval(), inputs),
+                                  hf_helpers.torch_outputs(torch_model, inputs), ("logits",))
   assert diffs["logits"] <= 1e-5, diffs
   again = bertjax.from_hf(tmp_path / "exported")
   same = jax.tree_util.tree_map(lambda a, b: bool(np.array_equal(a, b)), ours.params, again.params)
@@ -122,7 +122,7 @@ def test_cached_decoding_equals_full_decoding(prompt_length, tmp_path):
   ours = bertjax.from_hf(path)
   inputs = seq2seq_batch(ODD_CONFIG["vocab_size"])
   decoder_ids = np.random.default_rng(0).integers(0, ODD_CONFIG["vocab_size"], (3, 12))
-  full, cached = seq2seq_testing.cached_vs_full_logits(
+  full, cached = seq2seq_helpers.cached_vs_full_logits(
       ours.module, ours.params, inputs["input_ids"], inputs["attention_mask"], decoder_ids,
       prompt_length)
   np.testing.assert_allclose(cached, full, rtol=0, atol=1e-5)
@@ -133,7 +133,7 @@ def test_generate_equals_reference_generate(settings, tmp_path):
   torch_model, path = reference("BartForConditionalGeneration", tmp_path)
   ours = bertjax.from_hf(path)
   inputs = seq2seq_batch(ODD_CONFIG["vocab_size"], seed=2)
-  expected, got = seq2seq_testing.generate_both(
+  expected, got = seq2seq_helpers.generate_both(
       torch_model, ours, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=8,
       **settings)
   np.testing.assert_array_equal(got, expected)

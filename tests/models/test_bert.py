@@ -9,7 +9,7 @@ import transformers
 
 import bertjax
 from bertjax.models import bert
-from tests import hf_testing
+from tests.helpers import hf as hf_helpers
 
 ODD_CONFIG = dict(vocab_size=101, hidden_size=48, num_hidden_layers=3, num_attention_heads=3,
                   intermediate_size=37, max_position_embeddings=40, type_vocab_size=3,
@@ -26,7 +26,7 @@ ARCHITECTURES = {
 def reference(architecture: str, tmp_path, seed: int = 0):
   cls, _ = ARCHITECTURES[architecture]
   torch.manual_seed(seed)
-  model = hf_testing.redraw_weights(cls(transformers.BertConfig(**ODD_CONFIG)), seed)
+  model = hf_helpers.redraw_weights(cls(transformers.BertConfig(**ODD_CONFIG)), seed)
   model.save_pretrained(tmp_path / architecture)
   return model, tmp_path / architecture
 
@@ -36,11 +36,11 @@ def test_matches_transformers_on_padded_batch(architecture, tmp_path):
   torch_model, path = reference(architecture, tmp_path)
   ours = bertjax.from_hf(path)
   assert ours.architecture == architecture
-  inputs = hf_testing.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3)
-  expected = hf_testing.torch_outputs(torch_model, inputs, output_hidden_states=True)
+  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3)
+  expected = hf_helpers.torch_outputs(torch_model, inputs, output_hidden_states=True)
   got = ours(**inputs, output_hidden_states=True)
   keys = ARCHITECTURES[architecture][1] + ("hidden_states",)
-  diffs = hf_testing.max_abs_diff(got, expected, keys)
+  diffs = hf_helpers.max_abs_diff(got, expected, keys)
   assert max(diffs.values()) <= 1e-4, diffs
   # The check is not vacuous: outputs vary strongly across tokens.
   assert np.std(got[keys[0]]) > 0.1
@@ -52,10 +52,10 @@ def test_export_round_trip_loads_in_transformers(architecture, tmp_path):
   ours = bertjax.from_hf(path)
   bertjax.to_hf(ours, tmp_path / "exported")
   reloaded = ARCHITECTURES[architecture][0].from_pretrained(tmp_path / "exported").eval()
-  inputs = hf_testing.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=5)
+  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=5)
   keys = ARCHITECTURES[architecture][1]
-  diffs = hf_testing.max_abs_diff(hf_testing.torch_outputs(reloaded, inputs),
-                                  hf_testing.torch_outputs(torch_model, inputs), keys)
+  diffs = hf_helpers.max_abs_diff(hf_helpers.torch_outputs(reloaded, inputs),
+                                  hf_helpers.torch_outputs(torch_model, inputs), keys)
   assert max(diffs.values()) <= 1e-5, diffs
   # And our reloaded copy has the same parameters.
   again = bertjax.from_hf(tmp_path / "exported")
@@ -66,7 +66,7 @@ def test_export_round_trip_loads_in_transformers(architecture, tmp_path):
 def test_dropout_uses_explicit_rng(tmp_path):
   _, path = reference("BertForMaskedLM", tmp_path)
   ours = bertjax.from_hf(path)
-  ids = hf_testing.padded_batch(ODD_CONFIG["vocab_size"])["input_ids"]
+  ids = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"])["input_ids"]
   run = lambda key: ours.module.apply({"params": ours.params}, ids, deterministic=False,
                                       rngs={"dropout": key})["logits"]
   a, b, c = run(jax.random.PRNGKey(0)), run(jax.random.PRNGKey(0)), run(jax.random.PRNGKey(1))

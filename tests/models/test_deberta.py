@@ -10,9 +10,9 @@ import transformers
 from transformers.models.deberta_v2 import modeling_deberta_v2
 
 import bertjax
-from bertjax.layers import relative
+from bertjax.models.deberta import relative
 from bertjax.models import bert, deberta
-from tests import hf_testing
+from tests.helpers import hf as hf_helpers
 
 BASE = dict(vocab_size=101, hidden_size=48, num_hidden_layers=3, num_attention_heads=3,
             intermediate_size=37, max_position_embeddings=40, relative_attention=True)
@@ -46,7 +46,7 @@ def hf_classes(version):
 def reference(variant, masked_lm, tmp_path, seed=0):
   version, kwargs = VARIANTS[variant]
   config_cls, model_cls, mlm_cls = hf_classes(version)
-  model = hf_testing.redraw_weights((mlm_cls if masked_lm else model_cls)(config_cls(**kwargs)), seed)
+  model = hf_helpers.redraw_weights((mlm_cls if masked_lm else model_cls)(config_cls(**kwargs)), seed)
   path = tmp_path / f"{variant}_{masked_lm}"
   model.save_pretrained(path)
   return model, path
@@ -63,13 +63,13 @@ def test_matches_transformers_on_padded_batch(variant, masked_lm, tmp_path):
   ours = bertjax.from_hf(path)
   assert ours.architecture == type(torch_model).__name__
   assert ours.config.version == VARIANTS[variant][0]
-  inputs = hf_testing.padded_batch(BASE["vocab_size"], type_vocab_size=_type_vocab(variant))
+  inputs = hf_helpers.padded_batch(BASE["vocab_size"], type_vocab_size=_type_vocab(variant))
   if not VARIANTS[variant][1].get("type_vocab_size"):
     del inputs["token_type_ids"]
-  expected = hf_testing.torch_outputs(torch_model, inputs, output_hidden_states=True)
+  expected = hf_helpers.torch_outputs(torch_model, inputs, output_hidden_states=True)
   got = ours(**inputs, output_hidden_states=True)
   keys = ("logits" if masked_lm else "last_hidden_state", "hidden_states")
-  diffs = hf_testing.max_abs_diff(got, expected, keys)
+  diffs = hf_helpers.max_abs_diff(got, expected, keys)
   assert max(diffs.values()) <= 1e-4, diffs
   assert np.std(got[keys[0]]) > 0.1
 
@@ -80,9 +80,9 @@ def test_export_round_trip_loads_in_transformers(variant, tmp_path):
   ours = bertjax.from_hf(path)
   bertjax.to_hf(ours, tmp_path / "exported")
   reloaded = type(torch_model).from_pretrained(tmp_path / "exported").eval()
-  inputs = hf_testing.padded_batch(BASE["vocab_size"], type_vocab_size=_type_vocab(variant), seed=5)
-  diffs = hf_testing.max_abs_diff(hf_testing.torch_outputs(reloaded, inputs),
-                                  hf_testing.torch_outputs(torch_model, inputs), ("logits",))
+  inputs = hf_helpers.padded_batch(BASE["vocab_size"], type_vocab_size=_type_vocab(variant), seed=5)
+  diffs = hf_helpers.max_abs_diff(hf_helpers.torch_outputs(reloaded, inputs),
+                                  hf_helpers.torch_outputs(torch_model, inputs), ("logits",))
   assert diffs["logits"] <= 1e-5, diffs
 
 
@@ -103,7 +103,7 @@ def test_log_buckets_match_reference(bucket_size, max_position):
 
 def test_unsupported_options_are_named():
   family_config = dict(BASE, model_type="deberta-v2", conv_kernel_size=3)
-  from bertjax.hf import deberta as hf_deberta
+  from bertjax.models.deberta import hf as hf_deberta
   with pytest.raises(ValueError, match="conv_kernel_size=3"):
     hf_deberta.DebertaV2Family().config_from_hf(family_config)
   with pytest.raises(ValueError, match="pos_att_type"):
@@ -145,7 +145,7 @@ def test_enhanced_mask_decoder_injects_absolute_positions():
 
 
 def test_sharded_4x2_equals_one_device():
-  from bertjax import partitioning
+  from bertjax.train import partitioning
   model, params, run = _emd_model()
   ids = np.random.default_rng(1).integers(0, TINY.vocab_size, (8, 12)).astype(np.int32)
   pos = np.broadcast_to(np.arange(12), ids.shape).astype(np.int32)
@@ -165,7 +165,7 @@ def test_sharded_4x2_equals_one_device():
 
 def test_emd_model_refuses_export_as_hf_masked_lm(tmp_path):
   model, params, _ = _emd_model()
-  from bertjax.hf import deberta as hf_deberta
+  from bertjax.models.deberta import hf as hf_deberta
   from bertjax.hf.model import HFModel
   exported = HFModel(hf_deberta.DebertaV2Family(), "DebertaV2ForMaskedLM", model.config, model,
                      params)
@@ -177,8 +177,9 @@ def test_emd_model_refuses_export_as_hf_masked_lm(tmp_path):
 @pytest.mark.slow
 def test_tiny_deberta_with_emd_trains_under_its_gin_config(tmp_path):
   import gin
-  from bertjax import main, trainer
-  from tests import trainer_testlib as tl
+  from bertjax import main
+  from bertjax.train import trainer
+  from tests.helpers import trainer as tl
   overrides = ("{'vocab_size': %d, 'hidden_size': 32, 'num_heads': 2, 'intermediate_size': 64, "
                "'num_layers': 2, 'max_position_embeddings': 32, 'position_buckets': 4, "
                "'max_relative_positions': 16, 'enhanced_mask_decoder': True}" % tl.VOCAB)

@@ -9,8 +9,10 @@ import transformers
 
 import bertjax
 from bertjax import checkpoints
-from bertjax.models import bert, distilbert, distillation
-from tests import hf_testing, pretraining_testlib
+from bertjax.models import bert, distilbert
+from bertjax.models.common import distillation
+from bertjax.tools import distilbert_init
+from tests.helpers import hf as hf_helpers, pretraining as pretraining_helpers
 
 ODD_CONFIG = dict(vocab_size=101, dim=48, n_layers=3, n_heads=3, hidden_dim=37,
                   max_position_embeddings=40, dropout=0.1, attention_dropout=0.1)
@@ -24,13 +26,13 @@ ARCHITECTURES = {
 def reference(architecture: str, tmp_path, seed: int = 0):
   cls, _ = ARCHITECTURES[architecture]
   torch.manual_seed(seed)
-  model = hf_testing.redraw_weights(cls(transformers.DistilBertConfig(**ODD_CONFIG)), seed)
+  model = hf_helpers.redraw_weights(cls(transformers.DistilBertConfig(**ODD_CONFIG)), seed)
   model.save_pretrained(tmp_path / architecture)
   return model, tmp_path / architecture
 
 
 def batch(seed: int = 0) -> dict:
-  inputs = hf_testing.padded_batch(ODD_CONFIG["vocab_size"], seed=seed)
+  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], seed=seed)
   del inputs["token_type_ids"]  # DistilBERT has no segment embeddings
   return inputs
 
@@ -40,10 +42,10 @@ def test_matches_transformers_on_padded_batch(architecture, tmp_path):
   torch_model, path = reference(architecture, tmp_path)
   ours = bertjax.from_hf(path)
   assert ours.architecture == architecture and ours.config.num_layers == 3
-  expected = hf_testing.torch_outputs(torch_model, batch(), output_hidden_states=True)
+  expected = hf_helpers.torch_outputs(torch_model, batch(), output_hidden_states=True)
   got = ours(**batch(), output_hidden_states=True)
   keys = ARCHITECTURES[architecture][1] + ("hidden_states",)
-  diffs = hf_testing.max_abs_diff(got, expected, keys)
+  diffs = hf_helpers.max_abs_diff(got, expected, keys)
   assert max(diffs.values()) <= 1e-4, diffs
   assert np.std(got[keys[0]]) > 0.1
   assert "pooler_output" not in got
@@ -53,8 +55,8 @@ def test_export_round_trip_loads_in_transformers(tmp_path):
   torch_model, path = reference("DistilBertForMaskedLM", tmp_path, seed=1)
   bertjax.to_hf(bertjax.from_hf(path), tmp_path / "exported")
   reloaded = transformers.DistilBertForMaskedLM.from_pretrained(tmp_path / "exported").eval()
-  diffs = hf_testing.max_abs_diff(hf_testing.torch_outputs(reloaded, batch(5)),
-                                  hf_testing.torch_outputs(torch_model, batch(5)), ("logits",))
+  diffs = hf_helpers.max_abs_diff(hf_helpers.torch_outputs(reloaded, batch(5)),
+                                  hf_helpers.torch_outputs(torch_model, batch(5)), ("logits",))
   assert max(diffs.values()) <= 1e-5, diffs
 
 
@@ -63,7 +65,7 @@ def bert_teacher(tmp_path, layers: int = 4):
                                    num_attention_heads=3, intermediate_size=37,
                                    max_position_embeddings=40)
   torch.manual_seed(0)
-  model = hf_testing.redraw_weights(transformers.BertForMaskedLM(config), std=0.1)
+  model = hf_helpers.redraw_weights(transformers.BertForMaskedLM(config), std=0.1)
   model.save_pretrained(tmp_path / "teacher")
   return bertjax.from_hf(tmp_path / "teacher")
 
@@ -127,20 +129,20 @@ def test_parameter_count_equals_reference():
 @pytest.mark.slow
 def test_distils_under_its_gin_recipe(tmp_path):
   """runs/distilbert_pretrain.gin + models/distilbert_base.gin + objectives/distilbert_distill.gin:
-  a 1-layer student initialised from a 2-layer BERT teacher (python -m bertjax.models.distilbert's
+  a 1-layer student initialised from a 2-layer BERT teacher (python -m bertjax.tools.distilbert_init's
   checkpoint), teacher frozen, triple loss on the embedded corpus."""
-  vocab = pretraining_testlib.VOCAB_SIZE
+  vocab = pretraining_helpers.VOCAB_SIZE
   config = transformers.BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2,
                                    num_attention_heads=2, intermediate_size=64,
                                    max_position_embeddings=66)
   torch.manual_seed(0)
-  hf_testing.redraw_weights(transformers.BertForMaskedLM(config), std=0.3).save_pretrained(
+  hf_helpers.redraw_weights(transformers.BertForMaskedLM(config), std=0.3).save_pretrained(
       tmp_path / "teacher")
-  student_cfg, layers = distilbert.write_init_checkpoint(str(tmp_path / "teacher"),
+  student_cfg, layers = distilbert_init.write_init_checkpoint(str(tmp_path / "teacher"),
                                                          str(tmp_path / "init"))
   assert layers == [0] and student_cfg.num_layers == 1
-  tiny = pretraining_testlib.TINY
-  records = pretraining_testlib.train(
+  tiny = pretraining_helpers.TINY
+  records = pretraining_helpers.train(
       tmp_path / "run", ["runs/distilbert_pretrain.gin", "models/distilbert_base.gin",
                          "objectives/distilbert_distill.gin"],
       [f"student/build_model.config_overrides = {{{tiny}, 'num_layers': 1}}",
@@ -151,8 +153,8 @@ def test_distils_under_its_gin_recipe(tmp_path):
   initial, _ = checkpoints.load_params(str(tmp_path / "init"))
   same = jax.tree.map(np.array_equal, final["teacher"], initial["teacher"])
   assert all(jax.tree.leaves(same))
-  ce = pretraining_testlib.early_late(records, "distill_ce_loss")
-  cos = pretraining_testlib.early_late(records, "cos_loss")
-  agreement = pretraining_testlib.early_late(records, "teacher_agreement")
+  ce = pretraining_helpers.early_late(records, "distill_ce_loss")
+  cos = pretraining_helpers.early_late(records, "cos_loss")
+  agreement = pretraining_helpers.early_late(records, "teacher_agreement")
   assert ce[1] < ce[0] and cos[1] < cos[0], (ce, cos)
   assert agreement[1] > agreement[0] + 0.02, agreement

@@ -10,9 +10,9 @@ import torch
 import transformers
 
 import bertjax
-from bertjax.hf import electra as hf_electra
+from bertjax.models.electra import hf as hf_electra
 from bertjax.models import bert, electra
-from tests import hf_testing
+from tests.helpers import hf as hf_helpers
 
 # E != H exercises embeddings_project; odd sizes catch transposed / reshaped kernels.
 ODD_CONFIG = dict(vocab_size=101, embedding_size=20, hidden_size=48, num_hidden_layers=3,
@@ -28,7 +28,7 @@ ARCHITECTURES = {
 
 def reference(architecture, tmp_path, seed=0, **overrides):
   cls, _ = ARCHITECTURES[architecture]
-  model = hf_testing.redraw_weights(cls(transformers.ElectraConfig(**{**ODD_CONFIG, **overrides})),
+  model = hf_helpers.redraw_weights(cls(transformers.ElectraConfig(**{**ODD_CONFIG, **overrides})),
                                     seed)
   model.save_pretrained(tmp_path / architecture)
   return model, tmp_path / architecture
@@ -39,11 +39,11 @@ def test_matches_transformers_on_padded_batch(architecture, tmp_path):
   torch_model, path = reference(architecture, tmp_path)
   ours = bertjax.from_hf(path)
   assert ours.architecture == architecture
-  inputs = hf_testing.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3)
-  expected = hf_testing.torch_outputs(torch_model, inputs, output_hidden_states=True)
+  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3)
+  expected = hf_helpers.torch_outputs(torch_model, inputs, output_hidden_states=True)
   got = ours(**inputs, output_hidden_states=True)
   keys = ARCHITECTURES[architecture][1] + ("hidden_states",)
-  diffs = hf_testing.max_abs_diff(got, expected, keys)
+  diffs = hf_helpers.max_abs_diff(got, expected, keys)
   assert max(diffs.values()) <= 1e-4, diffs
   assert np.std(got[keys[0]]) > 0.1
 
@@ -52,8 +52,8 @@ def test_equal_embedding_and_hidden_size_has_no_projection(tmp_path):
   torch_model, path = reference("ElectraForPreTraining", tmp_path, embedding_size=48)
   ours = bertjax.from_hf(path)
   assert "embeddings_project" not in ours.params["electra"]
-  inputs = hf_testing.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=2)
-  diffs = hf_testing.max_abs_diff(ours(**inputs), hf_testing.torch_outputs(torch_model, inputs),
+  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=2)
+  diffs = hf_helpers.max_abs_diff(ours(**inputs), hf_helpers.torch_outputs(torch_model, inputs),
                                   ("logits",))
   assert diffs["logits"] <= 1e-4, diffs
 
@@ -64,9 +64,9 @@ def test_export_round_trip_loads_in_transformers(architecture, tmp_path):
   ours = bertjax.from_hf(path)
   bertjax.to_hf(ours, tmp_path / "exported")
   reloaded = ARCHITECTURES[architecture][0].from_pretrained(tmp_path / "exported").eval()
-  inputs = hf_testing.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=5)
-  diffs = hf_testing.max_abs_diff(hf_testing.torch_outputs(reloaded, inputs),
-                                  hf_testing.torch_outputs(torch_model, inputs), ("logits",))
+  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=5)
+  diffs = hf_helpers.max_abs_diff(hf_helpers.torch_outputs(reloaded, inputs),
+                                  hf_helpers.torch_outputs(torch_model, inputs), ("logits",))
   assert diffs["logits"] <= 1e-5, diffs
 
 
@@ -128,14 +128,14 @@ def test_discriminator_export_loads_in_transformers(tmp_path):
   ours = jax.jit(lambda p: model.apply({"params": p}, **batch))(params)  # fixed sampling key without a 'sample' rng
   inputs = {"input_ids": np.asarray(ours["corrupted_ids"]),
             "attention_mask": batch["attention_mask"]}
-  theirs = hf_testing.torch_outputs(reloaded, inputs)
+  theirs = hf_helpers.torch_outputs(reloaded, inputs)
   diff = np.abs(theirs["logits"] - np.asarray(ours["discriminator_logits"])).max()
   assert diff <= 1e-5, diff
   # The generator exports too, with its narrower config.
   bertjax.to_hf(hf_electra.export_generator(TINY, params), tmp_path / "gen")
   generator = transformers.ElectraForMaskedLM.from_pretrained(tmp_path / "gen").eval()
   assert generator.config.hidden_size == 16
-  gen_logits = hf_testing.torch_outputs(generator, {k: batch[k] for k in ("input_ids", "attention_mask")})
+  gen_logits = hf_helpers.torch_outputs(generator, {k: batch[k] for k in ("input_ids", "attention_mask")})
   assert np.abs(gen_logits["logits"] - np.asarray(ours["generator_logits"])).max() <= 1e-5
 
 

@@ -6,7 +6,7 @@ import transformers
 
 import bertjax
 from bertjax.models import gpt
-from tests import hf_testing
+from tests.helpers import hf as hf_helpers
 
 VOCAB = 97
 
@@ -24,7 +24,7 @@ def _openai_config(**overrides):
 
 def _saved(model_cls, config, tmp_path, std=0.2):
   torch.manual_seed(0)
-  model = hf_testing.redraw_weights(model_cls(config), std=std)
+  model = hf_helpers.redraw_weights(model_cls(config), std=std)
   model.save_pretrained(tmp_path)
   return model, bertjax.from_hf(tmp_path)
 
@@ -41,16 +41,16 @@ CASES = [
                          ids=[c[0].__name__ for c in CASES])
 def test_parity_padded_batch_and_export(model_cls, make_config, key, tmp_path):
   theirs_model, ours = _saved(model_cls, make_config(), tmp_path / "hf")
-  batch = hf_testing.padded_batch(VOCAB, lengths=(11, 7, 3))
-  theirs = hf_testing.torch_outputs(theirs_model, batch, output_hidden_states=True)
+  batch = hf_helpers.padded_batch(VOCAB, lengths=(11, 7, 3))
+  theirs = hf_helpers.torch_outputs(theirs_model, batch, output_hidden_states=True)
   out = ours(**batch, output_hidden_states=True)
-  diffs = hf_testing.max_abs_diff(out, theirs, [key, "hidden_states"])
+  diffs = hf_helpers.max_abs_diff(out, theirs, [key, "hidden_states"])
   assert max(diffs.values()) <= 1e-4, diffs
 
   bertjax.to_hf(ours, tmp_path / "back")
   back = model_cls.from_pretrained(tmp_path / "back").eval()
-  again = hf_testing.torch_outputs(back, batch)
-  assert hf_testing.max_abs_diff(again, theirs, [key])[key] <= 1e-5
+  again = hf_helpers.torch_outputs(back, batch)
+  assert hf_helpers.max_abs_diff(again, theirs, [key])[key] <= 1e-5
 
 
 def test_sizes_and_config_errors():
@@ -58,7 +58,7 @@ def test_sizes_and_config_errors():
   assert not gpt.openai_gpt().pre_norm and gpt.ltr_base().vocab_size == 30522
   with pytest.raises(ValueError, match="multiple of num_heads"):
     gpt.GPTConfig(hidden_size=30, num_heads=4)
-  from bertjax.hf import gpt as hf_gpt
+  from bertjax.models.gpt import hf as hf_gpt
   with pytest.raises(ValueError, match="scale_attn_by_inverse_layer_idx"):
     hf_gpt.GPT2Family().config_from_hf({"scale_attn_by_inverse_layer_idx": True})
 

@@ -8,7 +8,7 @@ import transformers
 
 import bertjax
 from bertjax.models import bert, roberta
-from tests import hf_testing, pretraining_testlib
+from tests.helpers import hf as hf_helpers, pretraining as pretraining_helpers
 
 PAD = 1
 ODD_CONFIG = dict(vocab_size=103, hidden_size=48, num_hidden_layers=3, num_attention_heads=4,
@@ -24,14 +24,14 @@ ARCHITECTURES = {
 def reference(architecture: str, tmp_path, seed: int = 0):
   cls, _ = ARCHITECTURES[architecture]
   torch.manual_seed(seed)
-  model = hf_testing.redraw_weights(cls(transformers.RobertaConfig(**ODD_CONFIG)), seed)
+  model = hf_helpers.redraw_weights(cls(transformers.RobertaConfig(**ODD_CONFIG)), seed)
   model.save_pretrained(tmp_path / architecture)
   return model, tmp_path / architecture
 
 
 def roberta_batch(seed: int = 0):
   """A right-padded batch padded with RoBERTa's pad id (1), real tokens never equal to it."""
-  inputs = hf_testing.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=1, seed=seed,
+  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=1, seed=seed,
                                    first_id=2)
   inputs["input_ids"] = np.where(inputs["attention_mask"] == 1, inputs["input_ids"], PAD)
   return inputs
@@ -56,10 +56,10 @@ def test_matches_transformers_on_padded_batch(architecture, tmp_path):
   ours = bertjax.from_hf(path)
   assert ours.architecture == architecture and ours.family.name == "roberta"
   inputs = roberta_batch()
-  expected = hf_testing.torch_outputs(torch_model, inputs, output_hidden_states=True)
+  expected = hf_helpers.torch_outputs(torch_model, inputs, output_hidden_states=True)
   got = ours(**inputs, output_hidden_states=True)
   keys = ARCHITECTURES[architecture][1] + ("hidden_states",)
-  diffs = hf_testing.max_abs_diff(got, expected, keys)
+  diffs = hf_helpers.max_abs_diff(got, expected, keys)
   assert max(diffs.values()) <= 1e-4, diffs
   assert np.std(got[keys[0]]) > 0.1
 
@@ -71,8 +71,8 @@ def test_export_round_trip_loads_in_transformers(tmp_path):
   reloaded = transformers.RobertaForMaskedLM.from_pretrained(tmp_path / "exported").eval()
   assert reloaded.config.pad_token_id == PAD
   inputs = roberta_batch(seed=5)
-  diffs = hf_testing.max_abs_diff(hf_testing.torch_outputs(reloaded, inputs),
-                                  hf_testing.torch_outputs(torch_model, inputs), ("logits",))
+  diffs = hf_helpers.max_abs_diff(hf_helpers.torch_outputs(reloaded, inputs),
+                                  hf_helpers.torch_outputs(torch_model, inputs), ("logits",))
   assert max(diffs.values()) <= 1e-5, diffs
 
 
@@ -108,15 +108,15 @@ def test_parameter_counts_equal_reference(size):
 def test_trains_under_its_gin_recipe(tmp_path):
   """runs/roberta_pretrain.gin + models/roberta_base.gin + objectives/roberta_mlm.gin
   (dynamic masking, FULL-SENTENCES, AdamW b2 0.98) on the embedded corpus, shrunk."""
-  records = pretraining_testlib.train(
+  records = pretraining_helpers.train(
       tmp_path, ["runs/roberta_pretrain.gin", "models/roberta_base.gin",
                  "objectives/roberta_mlm.gin"],
-      [f"build_model.config_overrides = {{{pretraining_testlib.TINY}}}",
+      [f"build_model.config_overrides = {{{pretraining_helpers.TINY}}}",
        # The tiny model's small WordPiece instead of the recipe's 50k byte-level BPE
-       # (which tests/test_train_inputs.py checks the recipe selects).
-       "bertjax.train_inputs.task_dataset.vocabulary = None"])
+       # (which tests/train/test_inputs.py checks the recipe selects).
+       "bertjax.train.inputs.task_dataset.vocabulary = None"])
   operative = (tmp_path / "operative_config.gin").read_text()
   assert "adamw.b2 = 0.98" in operative and "'roberta_mlm'" in operative
-  loss = pretraining_testlib.early_late(records, "loss")
-  accuracy = pretraining_testlib.early_late(records, "mlm_accuracy")
+  loss = pretraining_helpers.early_late(records, "loss")
+  accuracy = pretraining_helpers.early_late(records, "mlm_accuracy")
   assert loss[1] < loss[0] - 0.2 and accuracy[1] > accuracy[0] + 0.01, (loss, accuracy)

@@ -10,7 +10,7 @@ import transformers
 
 import bertjax
 from bertjax.models import spanbert
-from tests import hf_testing, pretraining_testlib
+from tests.helpers import hf as hf_helpers, pretraining as pretraining_helpers
 
 BERT_CONFIG = dict(vocab_size=101, hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
                    intermediate_size=37, max_position_embeddings=40)
@@ -20,14 +20,14 @@ def test_bert_weights_give_bert_outputs_and_sbo_logits(tmp_path):
   """The encoder and MLM head are BERT's: a BertForMaskedLM checkpoint drops in, and the
   reference's logits come out; the SBO head adds `sbo_logits` for the span features."""
   torch.manual_seed(0)
-  reference = hf_testing.redraw_weights(
+  reference = hf_helpers.redraw_weights(
       transformers.BertForMaskedLM(transformers.BertConfig(**BERT_CONFIG)), std=0.1)
   reference.save_pretrained(tmp_path / "bert")
   bert_model = bertjax.from_hf(tmp_path / "bert")
   cfg = spanbert.SpanBertConfig(**dataclasses.asdict(bert_model.config), sbo_max_positions=4,
                                 sbo_position_size=8)
   model = spanbert.SpanBertForPreTraining(cfg)
-  inputs = hf_testing.padded_batch(101)
+  inputs = hf_helpers.padded_batch(101)
   sbo = {"sbo_left": np.array([[0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0]] * 3),
          "sbo_right": np.array([[0, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0]] * 3),
          "sbo_pos": np.array([[0, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0]] * 3)}
@@ -36,7 +36,7 @@ def test_bert_weights_give_bert_outputs_and_sbo_logits(tmp_path):
   assert set(params) == {"bert", "mlm_head", "sbo_head"}
   params.update(bert=bert_model.params["bert"], mlm_head=bert_model.params["mlm_head"])
   out = jax.jit(lambda p: model.apply({"params": p}, **inputs, **sbo))(params)
-  expected = hf_testing.torch_outputs(reference, inputs)["logits"]
+  expected = hf_helpers.torch_outputs(reference, inputs)["logits"]
   assert np.abs(np.asarray(out["prediction_logits"]) - expected).max() <= 1e-4
   assert out["sbo_logits"].shape == (3, 11, 101)
   assert params["sbo_head"]["dense1"]["kernel"].shape == (2 * 48 + 8, 48)
@@ -57,13 +57,13 @@ def test_partial_sbo_features_are_rejected():
 def test_trains_under_its_gin_recipe(tmp_path):
   """runs/spanbert_pretrain.gin + models/spanbert_base.gin + objectives/spanbert_mlm_sbo.gin:
   span masking from the data layer, loss = MLM + SBO, on the embedded corpus."""
-  records = pretraining_testlib.train(
+  records = pretraining_helpers.train(
       tmp_path, ["runs/spanbert_pretrain.gin", "models/spanbert_base.gin",
                  "objectives/spanbert_mlm_sbo.gin"],
-      [f"build_model.config_overrides = {{{pretraining_testlib.TINY}, "
+      [f"build_model.config_overrides = {{{pretraining_helpers.TINY}, "
        "'sbo_position_size': 16}"], steps=60)
-  loss = pretraining_testlib.early_late(records, "loss")
-  sbo_loss = pretraining_testlib.early_late(records, "sbo_loss")
-  sbo_accuracy = pretraining_testlib.early_late(records, "sbo_accuracy")
+  loss = pretraining_helpers.early_late(records, "loss")
+  sbo_loss = pretraining_helpers.early_late(records, "sbo_loss")
+  sbo_accuracy = pretraining_helpers.early_late(records, "sbo_accuracy")
   assert loss[1] < loss[0] - 0.4 and sbo_loss[1] < sbo_loss[0] - 0.2, (loss, sbo_loss)
   assert sbo_accuracy[1] > sbo_accuracy[0], sbo_accuracy

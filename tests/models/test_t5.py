@@ -10,10 +10,10 @@ from transformers.models.t5.modeling_t5 import T5Attention
 
 import bertjax
 from bertjax.hf import model as hf_model, registry
-from bertjax.layers import t5_relative
+from bertjax.models.t5 import relative as t5_relative
 from bertjax.models import t5
-from tests import hf_testing
-from tests.models import seq2seq_testing
+from tests.helpers import hf as hf_helpers
+from tests.helpers import seq2seq as seq2seq_helpers
 
 # Odd sizes on purpose: heads * d_kv != d_model, fewer decoder than encoder layers,
 # few buckets with a short max distance so the log buckets are exercised.
@@ -32,15 +32,15 @@ def reference(architecture: str, version: str, tmp_path, seed: int = 0):
   cls, _ = ARCHITECTURES[architecture]
   torch.manual_seed(seed)
   config = transformers.T5Config(**ODD_CONFIG, **VERSIONS[version])
-  model = hf_testing.redraw_weights(cls(config), seed)
+  model = hf_helpers.redraw_weights(cls(config), seed)
   path = tmp_path / f"{architecture}_{version}"
   model.save_pretrained(path)
   return model, path
 
 
 def seq2seq_batch(vocab_size: int, seed: int = 0) -> dict:
-  enc = hf_testing.padded_batch(vocab_size, lengths=(11, 7, 3), seed=seed)
-  dec = hf_testing.padded_batch(vocab_size, lengths=(5, 9, 2), seed=seed + 1)
+  enc = hf_helpers.padded_batch(vocab_size, lengths=(11, 7, 3), seed=seed)
+  dec = hf_helpers.padded_batch(vocab_size, lengths=(5, 9, 2), seed=seed + 1)
   return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
           "decoder_input_ids": dec["input_ids"], "decoder_attention_mask": dec["attention_mask"]}
 
@@ -52,10 +52,10 @@ def test_matches_transformers_on_padded_batch(architecture, version, tmp_path):
   ours = bertjax.from_hf(path)
   assert ours.config.gated == (version == "v1_1")
   inputs = seq2seq_batch(ODD_CONFIG["vocab_size"])
-  expected = hf_testing.torch_outputs(torch_model, inputs, output_hidden_states=True)
+  expected = hf_helpers.torch_outputs(torch_model, inputs, output_hidden_states=True)
   got = ours(**inputs, output_hidden_states=True)
   keys = ARCHITECTURES[architecture][1] + ("encoder_hidden_states", "decoder_hidden_states")
-  diffs = hf_testing.max_abs_diff(got, expected, keys)
+  diffs = hf_helpers.max_abs_diff(got, expected, keys)
   assert max(diffs.values()) <= 1e-4, diffs
   assert np.std(got[keys[0]]) > 0.05
 
@@ -77,8 +77,8 @@ def test_export_round_trip_loads_in_transformers(version, tmp_path):
   bertjax.to_hf(ours, tmp_path / "exported")
   reloaded = transformers.T5ForConditionalGeneration.from_pretrained(tmp_path / "exported").eval()
   inputs = seq2seq_batch(ODD_CONFIG["vocab_size"], seed=5)
-  diffs = hf_testing.max_abs_diff(hf_testing.torch_outputs(reloaded, inputs),
-                                  hf_testing.torch_outputs(torch_model, inputs), ("logits",))
+  diffs = hf_helpers.max_abs_diff(hf_helpers.torch_outputs(reloaded, inputs),
+                                  hf_helpers.torch_outputs(torch_model, inputs), ("logits",))
   assert diffs["logits"] <= 1e-5, diffs
 
 
@@ -97,7 +97,7 @@ def test_untied_v1_1_head_round_trips(tmp_path):
   reloaded = transformers.T5ForConditionalGeneration.from_pretrained(tmp_path / "untied").eval()
   assert reloaded.lm_head.weight.data_ptr() != reloaded.shared.weight.data_ptr()
   inputs = seq2seq_batch(50, seed=3)
-  diffs = hf_testing.max_abs_diff(model(**inputs), hf_testing.torch_outputs(reloaded, inputs),
+  diffs = hf_helpers.max_abs_diff(model(**inputs), hf_helpers.torch_outputs(reloaded, inputs),
                                   ("logits",))
   assert diffs["logits"] <= 1e-4, diffs
 
@@ -160,7 +160,7 @@ def test_cached_decoding_equals_full_decoding(version, prompt_length, tmp_path):
   inputs = seq2seq_batch(ODD_CONFIG["vocab_size"])
   # Decoding runs past the relative-bias max distance (20) so far buckets are used too.
   decoder_ids = np.random.default_rng(0).integers(0, ODD_CONFIG["vocab_size"], (3, 26))
-  full, cached = seq2seq_testing.cached_vs_full_logits(
+  full, cached = seq2seq_helpers.cached_vs_full_logits(
       ours.module, ours.params, inputs["input_ids"], inputs["attention_mask"], decoder_ids,
       prompt_length)
   np.testing.assert_allclose(cached, full, rtol=0, atol=1e-5)
@@ -171,7 +171,7 @@ def test_generate_equals_reference_generate(settings, tmp_path):
   torch_model, path = reference("T5ForConditionalGeneration", "v1_1", tmp_path)
   ours = bertjax.from_hf(path)
   inputs = seq2seq_batch(ODD_CONFIG["vocab_size"], seed=2)
-  expected, got = seq2seq_testing.generate_both(
+  expected, got = seq2seq_helpers.generate_both(
       torch_model, ours, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=8,
       **settings)
   np.testing.assert_array_equal(got, expected)

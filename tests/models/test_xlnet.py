@@ -8,9 +8,9 @@ import torch
 import transformers
 
 import bertjax
-from bertjax.layers import two_stream
+from bertjax.models.xlnet import two_stream
 from bertjax.models import bert, xlnet
-from tests import hf_testing
+from tests.helpers import hf as hf_helpers
 
 # Non-default sizes: 3 heads of 16, odd vocab / inner sizes, short memory.
 ODD_CONFIG = dict(vocab_size=97, d_model=48, n_layer=3, n_head=3, d_inner=37, mem_len=6,
@@ -25,7 +25,7 @@ B, L, P = 4, 9, 3
 
 def reference(cls, tmp_path, seed: int = 0, **overrides):
   torch.manual_seed(seed)
-  model = hf_testing.redraw_weights(cls(transformers.XLNetConfig(**{**ODD_CONFIG, **overrides})),
+  model = hf_helpers.redraw_weights(cls(transformers.XLNetConfig(**{**ODD_CONFIG, **overrides})),
                                     seed)
   path = tmp_path / cls.__name__
   model.save_pretrained(path)
@@ -39,7 +39,7 @@ def plm_batch(seed: int = 0, causal: bool = False) -> dict:
   (transformers fails to combine its 'uni' mask with perm_mask or attention_mask).
   """
   rng = np.random.default_rng(seed)
-  batch = hf_testing.padded_batch(ODD_CONFIG["vocab_size"], (9, 7, 5, 9), type_vocab_size=3,
+  batch = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], (9, 7, 5, 9), type_vocab_size=3,
                                   seed=seed)
   perm_mask = (rng.random((B, L, L)) < 0.4).astype(np.float32)
   target_mapping = np.zeros((B, P, L), np.float32)
@@ -86,10 +86,10 @@ def test_lm_head_matches_transformers_with_perm_mask_target_mapping_and_mems(var
 def test_content_stream_only_matches_xlnet_model(tmp_path):
   torch_model, path = reference(transformers.XLNetModel, tmp_path, seed=2)
   ours = bertjax.from_hf(path)
-  inputs = hf_testing.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=3)
-  expected = hf_testing.torch_outputs(torch_model, inputs, output_hidden_states=True)
+  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=3)
+  expected = hf_helpers.torch_outputs(torch_model, inputs, output_hidden_states=True)
   got = ours(**inputs, output_hidden_states=True)
-  diffs = hf_testing.max_abs_diff(got, expected, ("last_hidden_state", "mems", "hidden_states"))
+  diffs = hf_helpers.max_abs_diff(got, expected, ("last_hidden_state", "mems", "hidden_states"))
   assert max(diffs.values()) <= 1e-4, diffs
   assert got["last_hidden_state"].shape == inputs["input_ids"].shape + (ODD_CONFIG["d_model"],)
 
@@ -103,13 +103,13 @@ def test_finetuning_heads_match_and_export(cls, keys, tmp_path):
   num_labels = 3 if "Classification" in cls.__name__ else 2
   torch_model, path = reference(cls, tmp_path, seed=4, num_labels=num_labels)
   ours = bertjax.from_hf(path)
-  inputs = hf_testing.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=5)
-  expected = hf_testing.torch_outputs(torch_model, inputs)
-  diffs = hf_testing.max_abs_diff(ours(**inputs), expected, keys + ("mems",))
+  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=5)
+  expected = hf_helpers.torch_outputs(torch_model, inputs)
+  diffs = hf_helpers.max_abs_diff(ours(**inputs), expected, keys + ("mems",))
   assert max(diffs.values()) <= 1e-4, diffs
   bertjax.to_hf(ours, tmp_path / "exported")
   reloaded = cls.from_pretrained(tmp_path / "exported").eval()
-  diffs = hf_testing.max_abs_diff(hf_testing.torch_outputs(reloaded, inputs), expected, keys)
+  diffs = hf_helpers.max_abs_diff(hf_helpers.torch_outputs(reloaded, inputs), expected, keys)
   assert max(diffs.values()) <= 1e-5, diffs
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bertjax.objectives import causal_lm
-from tests import pretraining_testlib
+from tests.helpers import pretraining as pretraining_helpers
 
 
 def test_next_token_targets_stay_inside_real_tokens_and_packed_examples():
@@ -30,8 +30,8 @@ def test_loss_uses_explicit_labels_when_given():
 @pytest.mark.slow
 def test_tiny_gpt_trains_on_the_causal_lm_recipe(tmp_path):
   """runs/pretrain.gin + models/gpt2_small.gin + objectives/causal_lm.gin, shrunk."""
-  records = pretraining_testlib.train(
+  records = pretraining_helpers.train(
       tmp_path, ["runs/pretrain.gin", "models/gpt2_small.gin", "objectives/causal_lm.gin"],
-      [f"build_model.config_overrides = {{{pretraining_testlib.TINY}}}"], steps=40)
-  early, late = pretraining_testlib.early_late(records, "lm_loss")
+      [f"build_model.config_overrides = {{{pretraining_helpers.TINY}}}"], steps=40)
+  early, late = pretraining_helpers.early_late(records, "lm_loss")
   assert late < early - 0.3, (early, late)

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from bertjax import train_state, train_step
+from bertjax.train import state as train_state, step as train_step
 from bertjax.models import xlnet
 from bertjax.objectives import plm
 
@@ -106,7 +106,8 @@ def test_train_step_carries_memory_and_microbatches_keep_rows():
 
 
 def test_tiny_xlnet_trains_under_its_gin_config(tmp_path):
-  from bertjax import main, metrics_writer, trainer
+  from bertjax import main
+  from bertjax.train import metrics as metrics_writer, trainer
   gin.clear_config()
   main.parse_gin(["models/xlnet_tiny.gin", "objectives/xlnet_plm.gin", "runs/pretrain.gin"], [
       f"build_model.config_overrides = {{'vocab_size': {VOCAB}, 'mem_len': 8, 'reuse_len': 6}}",

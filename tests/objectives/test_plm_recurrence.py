@@ -12,19 +12,20 @@ import numpy as np
 import optax
 import pytest
 
-from bertjax import checkpoints, train_state, train_step
-from bertjax.data import tasks
+from bertjax import checkpoints
+from bertjax.train import state as train_state, step as train_step
+from bertjax.data import recipes
 from bertjax.models import xlnet
 from bertjax.objectives import plm
-from tests import trainer_testlib as tl
-from tests.data import xlnet_stream_testlib as streams_lib
+from tests.helpers import trainer as tl
+from tests.helpers import xlnet_streams as streams_lib
 
 L, R, P, B = 16, 8, 2, 3  # R = L // 2: the xlnet_plm task's default context length
 STEPS = 30  # of the subprocess runs
 
 
 def stream_batches(tmp_path, n):
-  ds = tasks.get_dataset("xlnet_plm", sequence_length={"input_ids": L, "target_ids": P},
+  ds = recipes.get_dataset("xlnet_plm", sequence_length={"input_ids": L, "target_ids": P},
                          batch_size=B, seed=0, shuffle=False,
                          vocabulary=streams_lib.stream_vocabulary(str(tmp_path / "vocab")),
                          source=streams_lib.stream_source())
@@ -113,13 +114,13 @@ def _gin_file(tmp_path, name, *extra):
       "include 'runs/pretrain.gin'",
       "include 'models/xlnet_tiny.gin'",
       "include 'objectives/xlnet_plm.gin'",
-      "import tests.data.xlnet_stream_testlib",
+      "import tests.helpers.xlnet_streams",
       f"build_model.config_overrides = {{'vocab_size': {streams_lib.VOCAB_SIZE}, "
       f"'mem_len': {R + R // 2}, 'reuse_len': {R}}}",
       f"xlnet_preprocessors.reuse_len = {R}",
-      "bertjax.train_inputs.task_dataset.vocabulary = @stream_vocabulary()",
+      "bertjax.train.inputs.task_dataset.vocabulary = @stream_vocabulary()",
       f"stream_vocabulary.directory = '{tmp_path / 'vocab'}'",
-      "bertjax.train_inputs.task_dataset.source = @stream_source()",
+      "bertjax.train.inputs.task_dataset.source = @stream_source()",
       f"Trainer.sequence_length = {L}",
       "Trainer.batch_size = 4",
       f"Trainer.num_train_steps = {STEPS}",
@@ -160,7 +161,7 @@ def test_sigkilled_xlnet_run_resumes_its_memory_bit_identical(tmp_path):
   out, _ = reference.communicate(timeout=900)
   assert reference.returncode == 0, out[-3000:]
 
-  final = lambda run, item: checkpoints._restore_numpy(  # pylint: disable=protected-access
+  final = lambda run, item: checkpoints.restore_numpy(
       os.path.join(str(tmp_path / run), "checkpoints", str(STEPS), item))
   for item in (checkpoints.STATE_ITEM, checkpoints.CARRY_ITEM):
     a, b = final("reference", item), final("interrupted", item)

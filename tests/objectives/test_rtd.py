@@ -8,10 +8,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bertjax import checkpoints, main, trainer
+from bertjax import checkpoints, main
+from bertjax.train import trainer
 from bertjax.models import bert, electra
 from bertjax.objectives import rtd
-from tests import trainer_testlib as tl
+from bertjax.tools import electra_stage_two
+from tests.helpers import trainer as tl
 
 CFG = electra.ElectraConfig(vocab_size=tl.VOCAB, embedding_size=16, hidden_size=32, num_layers=2,
                             num_heads=2, intermediate_size=48, max_position_embeddings=32,
@@ -142,7 +144,7 @@ def test_joint_electra_trains_under_its_gin_config(tmp_path):
 def test_two_stage_electra_freezes_the_generator(tmp_path):
   _train(tmp_path / "one", "objectives/electra_two_stage_generator.gin", 10, 1.0)
   stage_one, _ = checkpoints.load_params(str(tmp_path / "one"))
-  electra.prepare_second_stage(str(tmp_path / "one"), str(tmp_path / "init"))
+  electra_stage_two.prepare_second_stage(str(tmp_path / "one"), str(tmp_path / "init"))
   init, _ = checkpoints.load_params(str(tmp_path / "init"))
   same = lambda a, b: all(jax.tree.leaves(jax.tree.map(np.array_equal, a, b)))
   assert same(init["discriminator"], stage_one["generator"])

@@ -7,11 +7,12 @@ import pytest
 import seqio
 import tensorflow as tf
 
-from bertjax import optimizers, train_step
-from bertjax.data import corpus, tasks, vocab_training
+from bertjax.train import optimizers, step as train_step
+from bertjax.data import corpus, vocab_training
+from bertjax.data import recipes
 from bertjax.models import t5
 from bertjax.objectives import seq2seq
-from bertjax.train_state import TrainState
+from bertjax.train.state import TrainState
 
 
 def _reference_loss(logits, labels, weights):
@@ -87,7 +88,7 @@ def small_corpus(tmp_path_factory):
 
 def test_tiny_t5_learns_span_corruption(small_corpus):
   vocab, source = small_corpus
-  ds = tasks.get_dataset("t5_span_corruption", sequence_length=64, batch_size=16,
+  ds = recipes.get_dataset("t5_span_corruption", sequence_length=64, batch_size=16,
                          source=source, vocabulary=vocab, seed=0)
   batches = ds.as_numpy_iterator()
   _, losses = train(tiny_t5(vocab.vocab_size), batches, steps=40)
@@ -120,7 +121,7 @@ def _pad(rows, length):
 
 
 def test_tiny_t5_learns_a_text_to_text_task(small_corpus):
-  from bertjax import decoding
+  from bertjax.inference import decoding
   vocab, _ = small_corpus
   inputs, targets, _ = _toy_sentiment(vocab, 512, seed=0)
   enc = _pad(inputs, 24)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from bertjax import encode
-from bertjax.models import sbert
-from tests.sbert import sbert_testlib
+from bertjax.sbert import encode
+from bertjax.sbert import model as sbert
+from tests.helpers import sbert as sbert_helpers
 
 
 @settings(max_examples=40, deadline=None)
@@ -40,7 +40,7 @@ def test_make_batches_restarts_positions_and_uses_few_shapes():
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-  return sbert_testlib.write_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
+  return sbert_helpers.write_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
 
 
 SENTENCES = ["a man is playing the guitar .", "", "the dog runs on grass",

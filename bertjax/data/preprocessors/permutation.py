@@ -48,7 +48,7 @@ Where the L - 3 tokens come from (`xlnet_plm`):
     whose hidden states the model keeps as memory: with the memory carried between
     train steps (`PermutationLM.carry_memory`), every row reads one continuous
     text. Examples come in batch order and must be batched by `batch_size`
-    without shuffling (`bertjax.data.tasks` does so for row-stream objectives).
+    without shuffling (`bertjax.data.recipes.registry` does so for row-stream recipes).
   chunks (batch_size None): each document is split into chunks of L - 3 tokens,
     independent examples; chunks with fewer than reuse_len + 2 tokens (A and B
     need one each) are dropped, shorter ones right-padded.

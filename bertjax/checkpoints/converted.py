@@ -1,0 +1,66 @@
+"""Converted models on disk: a bertjax params checkpoint that remembers its HF origin.
+
+Layout (see bertjax.checkpoints): DIR/params (Orbax) + DIR/metadata.json with
+`family`, `architecture`, `hf_config` (enough to rebuild the module) and `config`
+(our dataclass, for gin / the trainer). Tokenizer files are copied alongside so a
+converted directory is self-contained for encoding and fine-tuning.
+"""
+import dataclasses
+import os
+import pathlib
+import shutil
+
+import jax
+import jax.numpy as jnp
+
+from bertjax.checkpoints.params import load_params, save_params
+from bertjax.hf import registry
+from bertjax.hf.model import HFModel
+
+# Tokenizer files, and sentence-transformers' pooling/normalisation settings.
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model",
+                   "spm.model", "added_tokens.json", "modules.json", "sentence_bert_config.json",
+                   "config_sentence_transformers.json", "1_Pooling/config.json", "2_Normalize")
+
+
+def save(model: HFModel, directory: str | os.PathLike, tokenizer_from: str | os.PathLike | None = None,
+         source: str | None = None) -> None:
+  metadata = {
+      "family": model.family.name,
+      "architecture": model.architecture,
+      "hf_config": model.family.config_to_hf(model.config, model.architecture),
+      "config": dataclasses.asdict(model.config),
+      "source": source,
+  }
+  save_params(str(directory), model.params, metadata)
+  if tokenizer_from is not None:
+    copy_tokenizer_files(tokenizer_from, directory)
+
+
+def load(directory: str | os.PathLike) -> HFModel:
+  params, metadata = load_params(str(directory))
+  for key in ("family", "architecture", "hf_config"):
+    if key not in metadata:
+      raise ValueError(f"{directory}/metadata.json has no {key!r}: this checkpoint was not written "
+                       "by `python -m bertjax.convert`; convert it (or export from the run) first.")
+  family = registry.family_by_name(metadata["family"])
+  family.check_architecture(metadata["architecture"])
+  config = family.config_from_hf(metadata["hf_config"])
+  module = family.make_module(metadata["architecture"], config)
+  return HFModel(family, metadata["architecture"], config, module,
+                 jax.tree_util.tree_map(jnp.asarray, params))
+
+
+def copy_tokenizer_files(source: str | os.PathLike, target: str | os.PathLike) -> list[str]:
+  copied = []
+  for name in TOKENIZER_FILES:
+    path, destination = pathlib.Path(source) / name, pathlib.Path(target) / name
+    if path.is_file():
+      destination.parent.mkdir(parents=True, exist_ok=True)
+      shutil.copyfile(path, destination)
+      copied.append(name)
+    elif path.is_dir():  # e.g. sentence-transformers' empty 2_Normalize/ marker folder
+      shutil.copytree(path, destination, dirs_exist_ok=True)
+      copied.append(name)
+  return copied

@@ -1,0 +1,49 @@
+"""XLNet's permutation LM recipe (span-based partial prediction) over per-row document
+streams: row r of batch t+1 continues row r of batch t, for the memory carried between
+train steps.
+
+  ds = recipes.get_dataset('xlnet_plm', sequence_length={'input_ids': 512, 'target_ids': 85})
+"""
+import functools
+from typing import Mapping, Optional
+
+import gin
+
+from bertjax import batch
+from bertjax.data import feature_converters as fc
+from bertjax.data.preprocessors import permutation
+from bertjax.data.recipes import registry, roles, seq2seq
+
+_XLNET_FEATURES = batch.task_features(("input_ids", "token_type_ids", "perm_mask",
+                                       "target_mapping") + batch.PERMUTATION_TARGETS)
+
+
+@gin.configurable
+def xlnet_preprocessors(vocab, batch_size: int, reuse_len: Optional[int] = None,
+                        mask_alpha: int = 6, mask_beta: int = 1, max_span_length: int = 5,
+                        order: str = "token", sentence_split: str = "newline"):
+  """Tokenize, then XLNet's permutation-LM features over `batch_size` row streams
+  that advance `reuse_len` tokens per step (None: half the sequence, XLNet's 256 of
+  512); num_predict from the lengths."""
+  return seq2seq.sentence_tokens(vocab, sentence_split) + [functools.partial(
+      permutation.xlnet_plm, sep_id=roles.role(vocab, "sep"), cls_id=roles.role(vocab, "cls"),
+      pad_id=roles.role(vocab, "pad"), batch_size=batch_size, reuse_len=reuse_len,
+      mask_alpha=mask_alpha, mask_beta=mask_beta, max_span_length=max_span_length,
+      order=order)]
+
+
+@gin.configurable
+def xlnet_lengths(sequence_length, predict_fraction: float = 1 / 6) -> Mapping[str, int]:
+  """{'input_ids': L, 'target_ids': num_predict}; XLNet: 512 -> 85 (about L / 6)."""
+  if isinstance(sequence_length, Mapping):
+    return dict(sequence_length)
+  return {"input_ids": sequence_length,
+          "target_ids": max(1, int(sequence_length * predict_fraction))}
+
+
+def _xlnet_converter(vocab, pack):
+  return fc.XLNetFeatureConverter(pad_id=roles.role(vocab, "pad"), pack=pack)
+
+
+registry.register("xlnet_plm", xlnet_preprocessors, _XLNET_FEATURES, _xlnet_converter,
+                  sequence_lengths=xlnet_lengths, pack=False, row_streams=True)

@@ -1,0 +1,1 @@
+"""Generation (greedy, beam search, sampling) with key/value caches."""

@@ -1,0 +1,66 @@
+"""BigBird <-> transformers' BigBirdModel / BigBirdForMaskedLM / BigBirdForPreTraining.
+
+BigBird's tensors are BERT's (`bert.` prefix, `cls.` heads), so the adapter extends the
+BERT one; what it adds is the attention config. transformers draws the random blocks with
+numpy seeded by the layer index in training mode and points them all at block 0 in eval
+mode: `BigBird(random_seed=0, eval_plan='zeros')` reproduces both.
+"""
+import dataclasses
+from typing import Any, Mapping
+
+from bertjax.models.bert.hf import BertFamily
+from bertjax.hf.mapping import Rule
+from bertjax.layers.long_attention import sparse
+from bertjax.models import bigbird
+
+_AS_BERT = {"BigBirdModel": "BertModel", "BigBirdForMaskedLM": "BertForMaskedLM",
+            "BigBirdForPreTraining": "BertForPreTraining"}
+
+
+class BigBirdFamily(BertFamily):
+  name = "big_bird"
+  model_types = ("big_bird",)
+  config_class = bigbird.BigBirdConfig
+  architectures = {
+      "BigBirdModel": ("last_hidden_state", "pooler_output"),
+      "BigBirdForPreTraining": ("prediction_logits", "seq_relationship_logits"),
+      "BigBirdForMaskedLM": ("logits",),
+  }
+  # The MLM model's checkpoint also holds the (unused) pooler.
+  ignored_keys = BertFamily.ignored_keys + (r"bert\.pooler\.(weight|bias)",)
+
+  def config_from_hf(self, hf_config: Mapping[str, Any]) -> bigbird.BigBirdConfig:
+    for key, supported in (("rescale_embeddings", False), ("use_bias", True),
+                           ("is_decoder", False)):
+      if hf_config.get(key, supported) != supported:
+        raise ValueError(f"BigBird config {key}={hf_config[key]!r} is not supported "
+                         f"(only {supported!r}).")
+    kind = hf_config.get("attention_type", "block_sparse")
+    if kind not in ("block_sparse", "original_full"):
+      raise ValueError(f"BigBird attention_type={kind!r}; expected block_sparse or original_full.")
+    spec = None
+    if kind == "block_sparse":
+      spec = sparse.BigBird(block_size=hf_config.get("block_size", 64),
+                            num_random_blocks=hf_config.get("num_random_blocks", 3),
+                            random_seed=0, eval_plan="zeros",
+                            plan_max_length=hf_config.get("max_position_embeddings", 4096))
+    base = super().config_from_hf({**hf_config, "position_embedding_type": "absolute"})
+    return base.replace(attention=spec)
+
+  def config_to_hf(self, config: bigbird.BigBirdConfig, architecture: str) -> dict:
+    hf = super().config_to_hf(config, architecture)
+    spec = config.attention
+    hf.update(model_type="big_bird", use_bias=True, rescale_embeddings=False,
+              attention_type="original_full" if spec is None else "block_sparse")
+    hf.pop("position_embedding_type")
+    if spec is not None:
+      hf.update(block_size=spec.block_size, num_random_blocks=spec.num_random_blocks)
+    return hf
+
+  def make_module(self, architecture: str, config: bigbird.BigBirdConfig):
+    return super().make_module(_AS_BERT[architecture], config)
+
+  def rules(self, architecture: str, config: bigbird.BigBirdConfig) -> list[Rule]:
+    # BigBird's pooler is a bare Linear (`pooler.weight`), BERT's a `pooler.dense`.
+    return [dataclasses.replace(r, hf=r.hf.replace("pooler.dense.", "pooler."))
+            for r in super().rules(_AS_BERT[architecture], config)]

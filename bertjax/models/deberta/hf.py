@@ -1,0 +1,181 @@
+"""DeBERTa <-> transformers' DebertaModel / DebertaForMaskedLM (model_type 'deberta', v1)
+and DebertaV2Model / DebertaV2ForMaskedLM ('deberta-v2', v2 and v3 checkpoints)."""
+from typing import Any, Mapping
+
+from bertjax.models.bert.hf import mlm_head_rules
+from bertjax.hf.family import Family, config_fields
+from bertjax.hf.mapping import Rule
+from bertjax.models import deberta
+
+_RENAMED = {
+    "num_hidden_layers": "num_layers",
+    "num_attention_heads": "num_heads",
+    "hidden_dropout_prob": "hidden_dropout",
+    "attention_probs_dropout_prob": "attention_dropout",
+    "legacy": "legacy_mlm_head",
+}
+
+
+def _pos_att_type(value) -> tuple[str, ...]:
+  if value is None:
+    return ()
+  if isinstance(value, str):
+    value = value.lower().split("|")
+  return tuple(v.strip() for v in value if v.strip() and v.strip() != "none")
+
+
+def embedding_rules(hf: str, ours: str, config: deberta.DebertaConfig) -> list[Rule]:
+  e, o = f"{hf}embeddings.", f"{ours}embeddings/"
+  rules = [Rule(f"{e}word_embeddings.weight", f"{o}word_embeddings/embedding"),
+           Rule(f"{e}LayerNorm.weight", f"{o}layer_norm/scale"),
+           Rule(f"{e}LayerNorm.bias", f"{o}layer_norm/bias")]
+  if config.position_biased_input:
+    rules.append(Rule(f"{e}position_embeddings.weight", f"{o}position_embeddings/embedding"))
+  if config.type_vocab_size:
+    rules.append(Rule(f"{e}token_type_embeddings.weight", f"{o}token_type_embeddings/embedding"))
+  if config.embed_dim != config.hidden_size:
+    rules.append(Rule(f"{e}embed_proj.weight", f"{o}embed_proj/kernel", "linear"))
+  return rules
+
+
+def _linear(hf: str, ours: str, bias: bool = True) -> list[Rule]:
+  rules = [Rule(f"{hf}.weight", f"{ours}/kernel", "linear")]
+  return rules + [Rule(f"{hf}.bias", f"{ours}/bias", "bias")] if bias else rules
+
+
+def attention_rules(hf: str, ours: str, config: deberta.DebertaConfig) -> list[Rule]:
+  """The disentangled self-attention of one (stacked) layer."""
+  relative = config.relative_attention
+  if config.version == 1:
+    rules = [Rule(f"{hf}in_proj.weight", f"{ours}in_proj/kernel", "linear"),
+             Rule(f"{hf}q_bias", f"{ours}q_bias", "bias"),
+             Rule(f"{hf}v_bias", f"{ours}v_bias", "bias")]
+    if relative and "c2p" in config.pos_att_type:
+      rules += _linear(f"{hf}pos_proj", f"{ours}pos_key", bias=False)
+    if relative and "p2c" in config.pos_att_type:
+      rules += _linear(f"{hf}pos_q_proj", f"{ours}pos_query")
+    return rules
+  rules = [r for name in ("query", "key", "value")
+           for r in _linear(f"{hf}{name}_proj", f"{ours}{name}")]
+  if relative and not config.share_att_key:
+    if "c2p" in config.pos_att_type:
+      rules += _linear(f"{hf}pos_key_proj", f"{ours}pos_key")
+    if "p2c" in config.pos_att_type:
+      rules += _linear(f"{hf}pos_query_proj", f"{ours}pos_query")
+  return rules
+
+
+def model_rules(hf: str, ours: str, config: deberta.DebertaConfig) -> list[Rule]:
+  layer, stack = f"{hf}encoder.layer.{{layer}}.", f"{ours}encoder/stack/layers/"
+  rules = embedding_rules(hf, ours, config) + attention_rules(
+      f"{layer}attention.self.", f"{stack}attention/", config) + [
+      Rule(f"{layer}attention.output.dense.weight", f"{stack}attention/out/kernel", "linear", 2),
+      Rule(f"{layer}attention.output.dense.bias", f"{stack}attention/out/bias"),
+      Rule(f"{layer}attention.output.LayerNorm.weight", f"{stack}attention_norm/scale"),
+      Rule(f"{layer}attention.output.LayerNorm.bias", f"{stack}attention_norm/bias"),
+      *_linear(f"{layer}intermediate.dense", f"{stack}mlp/intermediate"),
+      *_linear(f"{layer}output.dense", f"{stack}mlp/output"),
+      Rule(f"{layer}output.LayerNorm.weight", f"{stack}mlp_norm/scale"),
+      Rule(f"{layer}output.LayerNorm.bias", f"{stack}mlp_norm/bias")]
+  if config.relative_attention:
+    rules.append(Rule(f"{hf}encoder.rel_embeddings.weight", f"{ours}encoder/rel_embeddings/embedding"))
+    if config.version == 2 and config.norm_rel_ebd:
+      rules += [Rule(f"{hf}encoder.LayerNorm.weight", f"{ours}encoder/rel_norm/scale"),
+                Rule(f"{hf}encoder.LayerNorm.bias", f"{ours}encoder/rel_norm/bias")]
+  return rules
+
+
+def head_rules(config: deberta.DebertaConfig) -> list[Rule]:
+  if config.legacy_mlm_head:
+    return mlm_head_rules("cls.predictions.", "mlm_head/")
+  hf = "lm_predictions.lm_head."
+  return [Rule(f"{hf}dense.weight", "mlm_head/transform/kernel", "linear"),
+          Rule(f"{hf}dense.bias", "mlm_head/transform/bias"),
+          Rule(f"{hf}LayerNorm.weight", "mlm_head/transform_norm/scale"),
+          Rule(f"{hf}LayerNorm.bias", "mlm_head/transform_norm/bias"),
+          Rule(f"{hf}bias", "mlm_head/bias")]
+
+
+class DebertaFamily(Family):
+  """DeBERTa v1 (model_type 'deberta')."""
+  name = "deberta"
+  model_types = ("deberta",)
+  version = 1
+  prefix = "Deberta"
+  # Buffers, and the legacy head's decoder (tied to the word embeddings and `bias`).
+  ignored_keys = (r".*position_ids", r"cls\.predictions\.decoder\.(weight|bias)")
+
+  @property
+  def architectures(self):
+    return {f"{self.prefix}Model": ("last_hidden_state",),
+            f"{self.prefix}ForMaskedLM": ("logits",)}
+
+  def config_from_hf(self, hf_config: Mapping[str, Any]) -> deberta.DebertaConfig:
+    if hf_config.get("talking_head"):
+      raise ValueError("talking_head=True (DeBERTa's talking-heads variant) is not supported.")
+    if hf_config.get("conv_kernel_size", 0) > 0:
+      raise ValueError(f"conv_kernel_size={hf_config['conv_kernel_size']}: DeBERTa-v2's "
+                       "convolution layer is not supported (v3 checkpoints do not use it).")
+    head_size = hf_config.get("attention_head_size")
+    if head_size and head_size * hf_config["num_attention_heads"] != hf_config["hidden_size"]:
+      raise ValueError(f"attention_head_size={head_size} != hidden_size / num_attention_heads "
+                       "is not supported.")
+    values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
+    values["pos_att_type"] = _pos_att_type(hf_config.get("pos_att_type"))
+    values["norm_rel_ebd"] = "layer_norm" in str(hf_config.get("norm_rel_ebd", "none")).lower()
+    values["version"] = self.version
+    # Fields v1 checkpoints lack; HF's getattr defaults.
+    values.setdefault("relative_attention", False)
+    values.setdefault("position_buckets", -1)
+    values.setdefault("share_att_key", False)
+    values.setdefault("position_biased_input", True)
+    values.setdefault("legacy_mlm_head", True)
+    return deberta.DebertaConfig(**config_fields(deberta.DebertaConfig, values))
+
+  def config_to_hf(self, config: deberta.DebertaConfig, architecture: str) -> dict:
+    if config.enhanced_mask_decoder and architecture.endswith("ForMaskedLM"):
+      raise ValueError(f"{architecture} has no enhanced mask decoder; export the encoder "
+                       f"({self.prefix}Model) or train with enhanced_mask_decoder=False.")
+    if config.version != self.version:
+      raise ValueError(f"A version-{config.version} DebertaConfig cannot be exported as "
+                       f"model_type {self.model_types[0]!r}.")
+    hf = {
+        "model_type": self.model_types[0], "architectures": [architecture],
+        "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
+        "num_hidden_layers": config.num_layers, "num_attention_heads": config.num_heads,
+        "intermediate_size": config.intermediate_size, "hidden_act": config.hidden_act,
+        "hidden_dropout_prob": config.hidden_dropout,
+        "attention_probs_dropout_prob": config.attention_dropout,
+        "max_position_embeddings": config.max_position_embeddings,
+        "type_vocab_size": config.type_vocab_size, "layer_norm_eps": config.layer_norm_eps,
+        "initializer_range": config.initializer_range, "pad_token_id": config.pad_token_id,
+        "relative_attention": config.relative_attention,
+        "max_relative_positions": config.max_relative_positions,
+        "position_biased_input": config.position_biased_input,
+        "pos_att_type": list(config.pos_att_type), "legacy": config.legacy_mlm_head,
+        "tie_word_embeddings": True,
+    }
+    if config.embedding_size is not None:
+      hf["embedding_size"] = config.embedding_size
+    if self.version == 2:
+      hf.update(position_buckets=config.position_buckets, share_att_key=config.share_att_key,
+                norm_rel_ebd="layer_norm" if config.norm_rel_ebd else "none")
+    return hf
+
+  def make_module(self, architecture: str, config: deberta.DebertaConfig):
+    if architecture.endswith("ForMaskedLM"):
+      return deberta.DebertaForMaskedLM(config)
+    return deberta.DebertaModel(config)
+
+  def rules(self, architecture: str, config: deberta.DebertaConfig) -> list[Rule]:
+    if architecture.endswith("Model"):
+      return model_rules("", "", config)
+    return model_rules("deberta.", "deberta/", config) + head_rules(config)
+
+
+class DebertaV2Family(DebertaFamily):
+  """DeBERTa v2 / v3 (model_type 'deberta-v2')."""
+  name = "deberta-v2"
+  model_types = ("deberta-v2",)
+  version = 2
+  prefix = "DebertaV2"

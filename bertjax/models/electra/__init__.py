@@ -1,0 +1,8 @@
+"""ELECTRA (Clark et al., 2020): config, sizes and modules (model.py), HF table (hf.py)."""
+from bertjax.models.electra.model import (ElectraConfig, electra_small, electra_base,
+                                          electra_large, SIZES, text_embeddings, ElectraModel,
+                                          DiscriminatorHead, generator_head,
+                                          ElectraForPreTraining, ElectraForMaskedLM,
+                                          sample_replacements, ElectraGeneratorDiscriminator,
+                                          discriminator_params, generator_params,
+                                          discriminator_from_generator)

@@ -1,0 +1,64 @@
+"""Longformer <-> transformers' LongformerModel / LongformerForMaskedLM.
+
+Longformer's config.json and tensors are RoBERTa's plus `attention_window` (the full
+window 2w, one per layer or one for all) and the global projections of every layer
+(`attention.self.{query,key,value}_global`).
+"""
+from typing import Any, Mapping
+
+from bertjax.models.bert.hf import encoder_rules, pooler_rules
+from bertjax.hf.mapping import Rule
+from bertjax.models.roberta.hf import RobertaFamily, lm_head_rules
+from bertjax.layers.long_attention import sparse
+from bertjax.models import longformer
+
+
+def global_projection_rules(hf: str, ours: str) -> list[Rule]:
+  layer = f"{hf}encoder.layer.{{layer}}.attention.self."
+  stack = f"{ours}encoder/layers/attention/"
+  return [r for name in ("query_global", "key_global", "value_global") for r in (
+      Rule(f"{layer}{name}.weight", f"{stack}{name}/kernel", "linear"),
+      Rule(f"{layer}{name}.bias", f"{stack}{name}/bias", "bias"))]
+
+
+class LongformerFamily(RobertaFamily):
+  name = "longformer"
+  model_types = ("longformer",)
+  config_class = longformer.LongformerConfig
+  architectures = {
+      "LongformerModel": ("last_hidden_state", "pooler_output"),
+      "LongformerForMaskedLM": ("logits",),
+  }
+
+  def config_from_hf(self, hf_config: Mapping[str, Any]) -> longformer.LongformerConfig:
+    window = hf_config.get("attention_window", 512)
+    windows = (window,) if isinstance(window, int) else tuple(window)
+    if any(w <= 0 or w % 2 for w in windows):
+      raise ValueError(f"Longformer attention_window={window!r}: every window must be a "
+                       "positive even number (it is 2w, w neighbours per side).")
+    one_sided = tuple(w // 2 for w in windows)
+    if len(set(one_sided)) == 1:
+      one_sided = one_sided[0]
+    elif len(one_sided) != hf_config["num_hidden_layers"]:
+      raise ValueError(f"attention_window has {len(one_sided)} entries for "
+                       f"{hf_config['num_hidden_layers']} layers.")
+    base = super().config_from_hf(hf_config)
+    return base.replace(attention=sparse.Longformer(window=one_sided, global_tokens=()))
+
+  def config_to_hf(self, config: longformer.LongformerConfig, architecture: str) -> dict:
+    hf = super().config_to_hf(config, architecture)
+    window = config.attention.window
+    hf.update(model_type="longformer", sep_token_id=2,
+              attention_window=([2 * w for w in window] if isinstance(window, tuple)
+                                else 2 * window))
+    return hf
+
+  def make_module(self, architecture: str, config: longformer.LongformerConfig):
+    return {"LongformerModel": longformer.LongformerModel,
+            "LongformerForMaskedLM": longformer.LongformerForMaskedLM}[architecture](config)
+
+  def rules(self, architecture: str, config: longformer.LongformerConfig) -> list[Rule]:
+    if architecture == "LongformerModel":
+      return encoder_rules("", "") + global_projection_rules("", "") + pooler_rules("", "")
+    return (encoder_rules("longformer.", "longformer/")
+            + global_projection_rules("longformer.", "longformer/") + lm_head_rules())

@@ -1,0 +1,42 @@
+"""RoBERTa <-> transformers' RobertaModel / RobertaForMaskedLM.
+
+RoBERTa's config.json and encoder tensors are BERT's, so the adapter extends the BERT
+one; only the LM head's tensor names and the module classes differ.
+"""
+from bertjax.models.bert.hf import BertFamily, encoder_rules, pooler_rules
+from bertjax.hf.mapping import Rule
+from bertjax.models import roberta
+
+
+def lm_head_rules(hf: str = "lm_head.", ours: str = "lm_head/") -> list[Rule]:
+  return [Rule(f"{hf}dense.weight", f"{ours}transform/kernel", "linear"),
+          Rule(f"{hf}dense.bias", f"{ours}transform/bias"),
+          Rule(f"{hf}layer_norm.weight", f"{ours}transform_norm/scale"),
+          Rule(f"{hf}layer_norm.bias", f"{ours}transform_norm/bias"),
+          Rule(f"{hf}bias", f"{ours}bias")]
+
+
+class RobertaFamily(BertFamily):
+  name = "roberta"
+  model_types = ("roberta",)
+  config_class = roberta.RobertaConfig
+  architectures = {
+      "RobertaModel": ("last_hidden_state", "pooler_output"),
+      "RobertaForMaskedLM": ("logits",),
+  }
+  # Buffers, and the decoder tied to the word embeddings and to lm_head.bias.
+  ignored_keys = (r".*position_ids", r".*token_type_ids", r"lm_head\.decoder\.(weight|bias)")
+
+  def config_to_hf(self, config: roberta.RobertaConfig, architecture: str) -> dict:
+    hf = super().config_to_hf(config, architecture)
+    hf.update(model_type="roberta", bos_token_id=0, eos_token_id=2)
+    return hf
+
+  def make_module(self, architecture: str, config: roberta.RobertaConfig):
+    return {"RobertaModel": roberta.RobertaModel,
+            "RobertaForMaskedLM": roberta.RobertaForMaskedLM}[architecture](config)
+
+  def rules(self, architecture: str, config: roberta.RobertaConfig) -> list[Rule]:
+    if architecture == "RobertaModel":
+      return encoder_rules("", "") + pooler_rules("", "")
+    return encoder_rules("roberta.", "roberta/") + lm_head_rules()

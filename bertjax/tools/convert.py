@@ -1,0 +1,54 @@
+r"""Convert between Hugging Face model directories and bertjax checkpoints.
+
+  python -m bertjax.convert --from_hf=HF_DIR --out=CKPT_DIR
+  python -m bertjax.convert --to_hf=HF_DIR --checkpoint=CKPT_DIR
+
+CKPT_DIR is what gin's `init_checkpoint` accepts; tokenizer files travel along.
+A training run's model_dir is accepted as --checkpoint too if its metadata says
+which family it is.
+"""
+from absl import app, flags, logging
+
+from bertjax.checkpoints import converted as checkpoint
+from bertjax.hf import model
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("from_hf", None, "Hugging Face model directory to read.")
+flags.DEFINE_string("out", None, "Where to write the bertjax checkpoint (with --from_hf).")
+flags.DEFINE_string("to_hf", None, "Hugging Face model directory to write.")
+flags.DEFINE_string("checkpoint", None, "bertjax checkpoint to export (with --to_hf).")
+
+
+def from_hf(hf_dir: str, out_dir: str) -> model.HFModel:
+  converted = model.from_hf(hf_dir)
+  checkpoint.save(converted, out_dir, tokenizer_from=hf_dir, source=hf_dir)
+  return converted
+
+
+def to_hf(checkpoint_dir: str, hf_dir: str) -> model.HFModel:
+  loaded = checkpoint.load(checkpoint_dir)
+  model.to_hf(loaded, hf_dir)
+  checkpoint.copy_tokenizer_files(checkpoint_dir, hf_dir)
+  return loaded
+
+
+def main(argv):
+  del argv
+  if FLAGS.from_hf and FLAGS.out and not (FLAGS.to_hf or FLAGS.checkpoint):
+    converted = from_hf(FLAGS.from_hf, FLAGS.out)
+    logging.info("Wrote %s (%s) to %s", converted.architecture, converted.family.name, FLAGS.out)
+    print(f"Converted {FLAGS.from_hf} ({converted.architecture}) -> {FLAGS.out}")
+  elif FLAGS.to_hf and FLAGS.checkpoint and not (FLAGS.from_hf or FLAGS.out):
+    exported = to_hf(FLAGS.checkpoint, FLAGS.to_hf)
+    print(f"Exported {FLAGS.checkpoint} ({exported.architecture}) -> {FLAGS.to_hf}")
+  else:
+    raise app.UsageError("Use either --from_hf=DIR --out=DIR or --to_hf=DIR --checkpoint=DIR.")
+
+
+def run() -> None:
+  """`python -m bertjax.convert`."""
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,60 @@
+r"""DistilBERT's initialisation: a student taking one teacher layer out of two, saved with
+the frozen teacher as the `init_checkpoint` of a StudentTeacher run.
+
+  python -m bertjax.tools.distilbert_init --teacher=CKPT_DIR --out=INIT_DIR [--layers=0,2,4,7,9,11]
+
+CKPT_DIR is a BERT checkpoint from `python -m bertjax.convert --from_hf=...` (or a
+Hugging Face BERT directory); INIT_DIR is what gin/runs/distilbert_pretrain.gin's
+`DISTILLATION_INIT` expects.
+"""
+import dataclasses
+import os
+from typing import Sequence
+
+import jax
+from absl import app, flags
+
+from bertjax.checkpoints import converted
+from bertjax.checkpoints.params import save_params
+from bertjax.hf import model as hf_model
+from bertjax.models import distilbert
+
+
+def write_init_checkpoint(teacher_dir: str, out_dir: str, layers: Sequence[int] | None = None
+                          ) -> tuple[distilbert.DistilBertConfig, list[int]]:
+  """Writes {student, teacher} params for a StudentTeacher run's `init_checkpoint`."""
+  if os.path.isfile(os.path.join(teacher_dir, "config.json")):
+    teacher = hf_model.from_hf(teacher_dir)
+  else:
+    teacher = converted.load(teacher_dir)
+  if teacher.family.name != "bert":
+    raise ValueError(f"{teacher_dir} holds a {teacher.family.name!r} model; the DistilBERT "
+                     "recipe distils a BERT teacher (BertForMaskedLM / BertForPreTraining).")
+  params = jax.device_get(teacher.params)
+  chosen = list(layers) if layers else distilbert.every_other_layer(teacher.config.num_layers)
+  student = distilbert.student_params_from_teacher(params, chosen)
+  config = distilbert.student_config(teacher.config, len(chosen))
+  save_params(out_dir, {"student": student, "teacher": params}, {
+      "family": "distilbert-init", "teacher": str(teacher_dir), "teacher_layers": chosen,
+      "student_config": dataclasses.asdict(config),
+      "teacher_config": dataclasses.asdict(teacher.config)})
+  return config, chosen
+
+
+def main(argv):
+  del argv
+  flags_ = flags.FLAGS
+  if not flags_.teacher or not flags_.out:
+    raise app.UsageError("Give --teacher=DIR (BERT checkpoint or HF dir) and --out=DIR.")
+  layers = [int(i) for i in flags_.layers.split(",")] if flags_.layers else None
+  config, chosen = write_init_checkpoint(flags_.teacher, flags_.out, layers)
+  print(f"Wrote a {config.num_layers}-layer student (teacher layers {chosen}) and its teacher "
+        f"to {flags_.out}; bind Trainer.init_checkpoint = {flags_.out!r}.")
+
+
+if __name__ == "__main__":
+  flags.DEFINE_string("teacher", None, "BERT teacher: bertjax checkpoint or HF directory.")
+  flags.DEFINE_string("out", None, "Where to write the student + teacher init checkpoint.")
+  flags.DEFINE_string("layers", None, "Comma-separated teacher layers for the student "
+                      "(default: one out of two, 0,2,4,...).")
+  app.run(main)

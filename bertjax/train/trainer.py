@@ -1,0 +1,343 @@
+"""The training loop: one jitted, sharded step; checkpoints; evaluation; metrics.
+
+    Trainer(model_dir=...).run('train' | 'evaluate' | 'train_and_evaluate')
+
+Everything else (model, objective, data, optimizer, batch, mesh) comes from gin.
+The state lives on the mesh in the layout its logical axes give it, the step donates
+the old state, and the loop only syncs with the devices when it logs, evaluates or
+saves. A non-finite loss never reaches a checkpoint: metrics are checked before
+every save, and `on_nonfinite='stop'` ends the run with the last good checkpoint
+intact, while 'skip' drops those updates and carries on.
+"""
+import itertools
+import json
+import os
+import time
+from typing import Any, Callable
+
+import gin
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bertjax import checkpoints
+from bertjax.train import distributed, flops, metrics as metrics_writer, optimizers, partitioning
+from bertjax.train import inputs as train_inputs, state as train_state, step as train_step
+from bertjax.configurables import typechecked
+
+RESULTS_FILE = "results.json"
+
+
+class NonFiniteLossError(RuntimeError):
+  """The loss or gradient norm became NaN/Inf and the run was configured to stop."""
+
+
+@gin.configurable
+class Trainer:
+  """A training / evaluation run of one model on one task.
+
+  Args (all gin-bindable, `Trainer.<name>`):
+    model_dir: where checkpoints, TensorBoard logs, metrics and configs go.
+    model: the linen module (`@build_model()`).
+    objective: loss + metrics over the model's outputs (`@bert_pretraining()`).
+    train_task / eval_task: task names passed to `data_fn` (eval_task defaults to train_task).
+    data_fn: (task_name, split, batch_size, sequence_length, seed, shard_id, num_shards)
+      -> tf.data.Dataset or iterable of numpy batches (host-local).
+    num_train_steps, batch_size (global), sequence_length, num_microbatches.
+    eval_split, eval_batch_size, eval_steps (None: the whole split).
+    evaluators: more metrics at every evaluation, each a callable
+      (model, params, task_name=, split=, sequence_length=) -> {name: float}, e.g.
+      generation metrics (bertjax.train.evaluators.GenerationEvaluator).
+    seed: parameter init and dropout; data_seed: the input pipeline (default: seed).
+    log_every, checkpoint_every, eval_every (0: only at the end).
+    keep_checkpoints (last N), best_metric / best_mode (also keep the best eval step).
+    init_checkpoint: weights to start a *new* run from (ignored when resuming).
+    on_nonfinite: 'stop' or 'skip'.
+    mesh: a ready jax Mesh (from code, e.g. a multi-host launcher); default `make_mesh()`.
+  """
+
+  @typechecked
+  def __init__(self, model_dir: str, model: Any = gin.REQUIRED, objective: Any = gin.REQUIRED,
+               train_task: str | None = None, eval_task: str | None = None,
+               data_fn: Callable = train_inputs.task_dataset,
+               num_train_steps: int = gin.REQUIRED, batch_size: int = gin.REQUIRED,
+               sequence_length: int = 128, num_microbatches: int = 1,
+               eval_split: str = "validation", eval_batch_size: int | None = None,
+               eval_steps: int | None = 20, evaluators: tuple | list = (),
+               seed: int = 0, data_seed: int | None = None,
+               log_every: int = 50, checkpoint_every: int = 1000, eval_every: int = 0,
+               keep_checkpoints: int = 3, best_metric: str | None = None,
+               best_mode: str = "max", async_checkpoints: bool = True,
+               init_checkpoint: str | None = None, on_nonfinite: str = "stop",
+               show_progress: bool = True, mesh: Any = None):
+    if on_nonfinite not in ("stop", "skip"):
+      raise ValueError(f"gin binding Trainer.on_nonfinite = {on_nonfinite!r}: use 'stop' or 'skip'.")
+    for name, value in (("num_train_steps", num_train_steps), ("batch_size", batch_size),
+                        ("num_microbatches", num_microbatches), ("log_every", log_every),
+                        ("checkpoint_every", checkpoint_every)):
+      if value < 1:
+        raise ValueError(f"gin binding Trainer.{name} = {value}: must be >= 1.")
+    self.model_dir = os.path.abspath(model_dir)
+    self.model, self.objective = model, objective
+    self.train_task, self.eval_task = train_task, eval_task or train_task
+    self.data_fn = data_fn
+    self.num_train_steps, self.batch_size = num_train_steps, batch_size
+    self.sequence_length, self.num_microbatches = sequence_length, num_microbatches
+    self.eval_split, self.eval_batch_size = eval_split, eval_batch_size or batch_size
+    self.eval_steps = eval_steps
+    self.evaluators = tuple(evaluators)
+    self.seed, self.data_seed = seed, seed if data_seed is None else data_seed
+    self.log_every, self.checkpoint_every, self.eval_every = log_every, checkpoint_every, eval_every
+    self.init_checkpoint, self.on_nonfinite = init_checkpoint, on_nonfinite
+    self.show_progress = show_progress
+
+    # Everything below is gin-configured too; building it here makes a bad binding
+    # fail before any data is read or any step compiled.
+    self.mesh = mesh if mesh is not None else partitioning.make_mesh()
+    self.rules = partitioning.axis_rules()
+    self.tx, self.schedule = optimizers.make_optimizer(total_steps=num_train_steps)
+    data_size = self.mesh.shape.get("data", 1)
+    if batch_size % (data_size * num_microbatches):
+      raise ValueError(f"Trainer.batch_size={batch_size} must divide by the data axis "
+                       f"({data_size}) x num_microbatches ({num_microbatches}).")
+    self.checkpoints = checkpoints.RunCheckpoints(
+        self.model_dir, keep=keep_checkpoints, best_metric=best_metric, best_mode=best_mode,
+        async_save=async_checkpoints)
+    self.batch_sharding = partitioning.batch_sharding(self.mesh, self.rules)
+    self._compiled = {}
+
+  # ------------------------------------------------------------------------- data
+  def _dataset(self, task: str | None, split: str, batch_size: int):
+    if task is None:
+      raise ValueError("No task to read: bind Trainer.train_task (and optionally eval_task).")
+    shard = train_inputs.host_shard(batch_size, self.batch_sharding)
+    return self.data_fn(task, split=split, batch_size=shard.batch_size,
+                        sequence_length=self.sequence_length, seed=self.data_seed,
+                        shard_id=shard.shard_id, num_shards=shard.num_shards)
+
+  # ------------------------------------------------------------------------- state
+  def _setup_state(self, example: dict) -> None:
+    """Abstract state + shardings from one example batch (shapes only)."""
+    vocab_size = getattr(getattr(self.model, "config", None), "vocab_size", None)
+    if vocab_size and "input_ids" in example and int(np.max(example["input_ids"])) >= vocab_size:
+      raise ValueError(f"The data has token id {int(np.max(example['input_ids']))} but the model's "
+                       f"vocab_size is {vocab_size}; bind build_model.config_overrides = "
+                       f"{{'vocab_size': ...}} to the vocabulary's size.")
+    example = {k: jnp.zeros((1,) + np.shape(v)[1:], np.asarray(v).dtype)
+               for k, v in example.items()}
+    self.init_fn = train_state.init_params_fn(self.model, example, self.objective.model_inputs)
+    abstract_boxed = jax.eval_shape(self.init_fn, jax.random.key(0))
+    self.abstract_state, self.state_shardings = train_state.state_shardings(
+        abstract_boxed, self.tx, self.mesh, self.rules)
+    outputs = jax.eval_shape(
+        lambda p: self.model.apply({"params": p}, **self.objective.model_inputs(example)),
+        self.abstract_state.params)
+    self.flops_per_token = flops.for_model(self.model, self.abstract_state.params,
+                                           self.sequence_length, outputs)
+
+  def _restore_or_init(self) -> tuple[train_state.TrainState, int]:
+    """(state, batches consumed): resumes the latest complete checkpoint, else starts."""
+    latest = self.checkpoints.latest_step()
+    if latest is not None:
+      target = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+                            self.abstract_state, self.state_shardings)
+      state, extra = self.checkpoints.restore(latest, target)
+      self._log(f"Resumed from step {latest} in {self.checkpoints.directory}.")
+      return state, int(extra.get("batches_consumed", latest))
+    state = train_state.create_state(self.init_fn, self.tx, self.seed, self.state_shardings)
+    if self.init_checkpoint:
+      pretrained, meta = checkpoints.load_params(self.init_checkpoint)
+      merged, fresh = train_state.merge_pretrained(distributed.host_copy(state.params),
+                                                   pretrained, self.init_checkpoint)
+      state = train_state.create_state(self.init_fn, self.tx, self.seed, self.state_shardings,
+                                       params=merged)
+      self._log(f"Initialized from {self.init_checkpoint} ({meta.get('family', 'weights')}); "
+                f"{len(fresh)} parameters new: {fresh[:4]}{'...' if len(fresh) > 4 else ''}")
+    return state, 0
+
+  # ------------------------------------------------------------------------- steps
+  def _train_step(self):
+    if "train" not in self._compiled:
+      step = train_step.make_train_step(self.model, self.objective, self.tx, self.schedule,
+                                        self.num_microbatches)
+      # Carried state (XLNet memory) is batch-major: laid out like the batch.
+      carry = (self.batch_sharding,) if train_step.carries_state(self.objective) else ()
+      self._compiled["train"] = partitioning.jit_sharded(
+          step, self.mesh, self.rules,
+          in_shardings=(self.state_shardings, self.batch_sharding) + carry,
+          out_shardings=(self.state_shardings, partitioning.replicated(self.mesh)) + carry,
+          donate_argnums=(0, 2) if carry else (0,))
+    return self._compiled["train"]
+
+  def _initial_carry(self, resumed_step: int | None = None):
+    """The objective's carried state on the mesh (None when it carries nothing): zero
+    for a new run, the checkpoint's for a resumed one (as an uninterrupted run has it)."""
+    if not train_step.carries_state(self.objective):
+      return None
+    make = lambda: self.objective.initial_carry(self.model, self.batch_size)
+    zeros = jax.jit(make, out_shardings=self.batch_sharding)()
+    if resumed_step is None or not jax.tree.leaves(zeros):
+      return zeros
+    target = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding),
+                          zeros)
+    restored = self.checkpoints.restore_carry(resumed_step, target)
+    if restored is None:
+      self._log(f"Checkpoint {resumed_step} holds no carried state; continuing from zeros.")
+      return zeros
+    return restored
+
+  def _eval_step(self):
+    if "eval" not in self._compiled:
+      step = train_step.make_eval_step(self.model, self.objective)
+      self._compiled["eval"] = partitioning.jit_sharded(
+          step, self.mesh, self.rules, in_shardings=(self.state_shardings.params, self.batch_sharding),
+          out_shardings=partitioning.replicated(self.mesh))
+    return self._compiled["eval"]
+
+  # ------------------------------------------------------------------------- public
+  def run(self, mode: str = "train_and_evaluate") -> dict:
+    modes = {"train": lambda: self.train(evaluate=False), "evaluate": self.evaluate_latest,
+             "train_and_evaluate": lambda: self.train(evaluate=True)}
+    if mode not in modes:
+      raise ValueError(f"--mode={mode!r}: use one of {sorted(modes)}.")
+    return modes[mode]()
+
+  def evaluate(self, params: Any, writer=None, step: int = 0) -> dict[str, float]:
+    """Metrics over `eval_steps` batches of the eval split (all of it when None)."""
+    host_bs = train_inputs.host_shard(self.eval_batch_size, self.batch_sharding).batch_size
+    dataset = self._dataset(self.eval_task, self.eval_split, self.eval_batch_size)
+    total, batches = None, 0
+    stream = train_inputs.take(train_inputs.iterate(dataset), self.eval_steps)
+    for batch in train_inputs.in_step_across_hosts(stream):
+      batch = train_inputs.pad_batch(batch, host_bs)
+      m = self._eval_step()(params, train_inputs.to_global(batch, self.batch_sharding))
+      total, batches = metrics_writer.sum_metrics(total, m), batches + 1
+    if total is None:
+      raise ValueError(f"Eval split {self.eval_split!r} of task {self.eval_task!r} is empty.")
+    results = metrics_writer.reduce_metrics(jax.device_get(total))
+    results["eval_batches"] = batches
+    for evaluator in self.evaluators:
+      results.update(evaluator(self.model, params, task_name=self.eval_task,
+                               split=self.eval_split, sequence_length=self.sequence_length))
+    if writer is not None:
+      writer.write("eval", step, results)
+      writer.print(f"[eval @ step {step}] " + _fmt(results))
+    return results
+
+  def evaluate_latest(self) -> dict[str, float]:
+    """`--mode=evaluate`: the latest checkpoint (or init_checkpoint) on the eval split."""
+    dataset = self._dataset(self.eval_task, self.eval_split, self.eval_batch_size)
+    self._setup_state(next(train_inputs.iterate(dataset)))
+    state, _ = self._restore_or_init()
+    writer = metrics_writer.MetricsWriter(self.model_dir, 0, show_progress=False)
+    results = self.evaluate(state.params, writer, int(state.step))
+    writer.close()
+    self._write_results({"eval": results, "step": int(state.step)})
+    return results
+
+  def train(self, evaluate: bool = True) -> dict:
+    """Trains to num_train_steps (resuming if model_dir has a checkpoint)."""
+    dataset = self._dataset(self.train_task, "train", self.batch_size)
+    consumed = self.checkpoints.batches_consumed()
+    batches = train_inputs.iterate(dataset, skip=consumed)
+    first = next(batches)  # Shapes for the abstract state; then trained on, not dropped.
+    batches = itertools.chain([first], batches)
+    self._setup_state(first)
+    state, restored = self._restore_or_init()
+    if restored != consumed:
+      raise RuntimeError(f"Checkpoint changed while starting: {restored} != {consumed}.")
+    start = int(state.step)
+    writer = metrics_writer.MetricsWriter(self.model_dir, self.num_train_steps, start,
+                                          self.show_progress)
+    self._log(f"Training {type(self.model).__name__} on {self.train_task!r}: steps {start} -> "
+              f"{self.num_train_steps}, batch {self.batch_size} x {self.sequence_length} tokens, "
+              f"mesh {dict(self.mesh.shape)}, {self.flops_per_token / 1e6:.1f} MFLOPs/token.")
+    step_fn = self._train_step()
+    carry = self._initial_carry(resumed_step=start or None)
+    pending, last_time, last_step, eval_results = [], None, start, None
+    try:
+      for step in range(start, self.num_train_steps):
+        try:
+          batch = next(batches)
+        except StopIteration:
+          raise ValueError(f"Training data of {self.train_task!r} ran out after {step} steps; "
+                           f"make the train split repeat.") from None
+        batch = train_inputs.to_global(batch, self.batch_sharding)
+        if carry is None:
+          state, m = step_fn(state, batch)
+        else:
+          state, m, carry = step_fn(state, batch, carry)
+        consumed += 1
+        pending.append(m)
+        done = step + 1
+        if last_time is None:  # Do not count compilation in the throughput.
+          jax.block_until_ready(m)
+          last_time, last_step = time.perf_counter(), done
+        is_last = done == self.num_train_steps
+        eval_now = evaluate and (is_last or (self.eval_every and done % self.eval_every == 0))
+        save_now = is_last or done % self.checkpoint_every == 0
+        if pending and (done % self.log_every == 0 or eval_now or save_now):
+          last_time = self._flush(writer, pending, done, last_time, done - last_step)
+          pending, last_step = [], done
+        writer.advance(done)
+        if eval_now:
+          eval_results = self.evaluate(state.params, writer, done)
+        if save_now:
+          self.checkpoints.save(done, state, {"batches_consumed": consumed,
+                                              "data_seed": self.data_seed},
+                                metrics=eval_results if eval_now else None, carry=carry)
+        if eval_now or save_now:  # Both block; keep their time out of tokens/s.
+          last_time = time.perf_counter()
+    finally:
+      self.checkpoints.close()
+      writer.close()
+    curve = metrics_writer.plot_loss_curve(self.model_dir)
+    summary = {"step": int(state.step), "eval": eval_results,
+               "loss_curve": curve, "checkpoints": self.checkpoints.directory,
+               "tensorboard": os.path.join(self.model_dir, metrics_writer.TB_SUBDIR)}
+    self._write_results(summary)
+    return summary
+
+  # ------------------------------------------------------------------------- helpers
+  def _flush(self, writer, pending: list, step: int, since: float, steps: int) -> float:
+    """Pulls the pending step metrics to the host (waiting for those steps to finish),
+    checks finiteness and writes them; returns the time the steps were done."""
+    per_step = jax.device_get(pending)
+    now = time.perf_counter()
+    seconds = now - since
+    bad = [step - len(per_step) + 1 + i for i, m in enumerate(per_step) if m["nonfinite"][0] > 0]
+    if bad and self.on_nonfinite == "stop":
+      latest = self.checkpoints.latest_step()
+      raise NonFiniteLossError(
+          f"Loss or gradient norm is NaN/Inf at step {bad[0]}. Stopped; the last good checkpoint "
+          f"is {'step ' + str(latest) if latest is not None else 'none'} in "
+          f"{self.checkpoints.directory}. Lower the learning rate, check the data, or set "
+          f"Trainer.on_nonfinite = 'skip' to drop such updates.")
+    total = None
+    for m in per_step:
+      total = metrics_writer.sum_metrics(total, m)
+    scalars = metrics_writer.reduce_metrics(total)
+    scalars["nonfinite"] = scalars["nonfinite"] * len(per_step)  # a count, not a rate
+    if steps > 0 and seconds > 0:
+      tokens = self.batch_size * self.sequence_length * steps / seconds
+      scalars.update({"steps_per_sec": steps / seconds, "tokens_per_sec": tokens,
+                      "model_flops_per_sec": tokens * self.flops_per_token})
+    if bad:
+      writer.print(f"Skipped {len(bad)} non-finite step(s): {bad[:5]}")
+    writer.write("train", step, scalars)
+    writer.advance(step, {k: scalars[k] for k in ("loss", "learning_rate") if k in scalars})
+    return now
+
+  def _write_results(self, results: dict) -> None:
+    if jax.process_index() == 0:
+      with open(os.path.join(self.model_dir, RESULTS_FILE), "w") as f:
+        json.dump(results, f, indent=2, default=float)
+
+  def _log(self, message: str) -> None:
+    if jax.process_index() == 0:
+      print(message, flush=True)
+
+
+def _fmt(scalars: dict) -> str:
+  return ", ".join(f"{k}={v:.4g}" for k, v in sorted(scalars.items())
+                   if isinstance(v, (int, float)))

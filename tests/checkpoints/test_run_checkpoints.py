@@ -1,0 +1,107 @@
+"""Params checkpoints, run checkpoints (keep-last-N + best, half-written steps), and
+bit-exact resume after SIGKILL."""
+import json
+import os
+import random
+import signal
+import time
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bertjax import checkpoints
+from tests.helpers import trainer as tl
+
+
+def test_save_and_load_params_round_trip(tmp_path):
+  boxed = {"dense": {"kernel": nn.LogicallyPartitioned(jnp.arange(6.0).reshape(2, 3),
+                                                       ("embed", "mlp")),
+                     "bias": jnp.ones(3, jnp.bfloat16)}}
+  checkpoints.save_params(str(tmp_path), boxed, {"family": "bert", "config": {"hidden": 3}})
+  checkpoints.save_params(str(tmp_path), boxed, {"family": "bert", "config": {"hidden": 4}})
+  params, meta = checkpoints.load_params(str(tmp_path))
+  assert meta == {"family": "bert", "config": {"hidden": 4}}  # overwritten in place
+  assert isinstance(params["dense"]["kernel"], np.ndarray)
+  np.testing.assert_array_equal(params["dense"]["kernel"], np.arange(6.0).reshape(2, 3))
+  assert params["dense"]["bias"].dtype == jnp.bfloat16
+
+
+def test_load_params_explains_what_it_expected(tmp_path):
+  with pytest.raises(FileNotFoundError, match="No checkpoint directory"):
+    checkpoints.load_params(str(tmp_path / "missing"))
+  with pytest.raises(FileNotFoundError, match="neither a params checkpoint"):
+    checkpoints.load_params(str(tmp_path))
+
+
+def _state(value):
+  return {"params": {"w": jnp.full((4,), value, jnp.float32)}, "step": jnp.asarray(value)}
+
+
+def test_keeps_last_n_plus_best_and_ignores_half_written_steps(tmp_path):
+  run = checkpoints.RunCheckpoints(str(tmp_path), keep=2, best_metric="accuracy")
+  accuracy = {1: 0.1, 2: 0.9, 3: 0.2, 4: 0.3, 5: 0.4, 6: 0.5}
+  for step, acc in accuracy.items():
+    run.save(step, _state(step), {"batches_consumed": step}, metrics={"accuracy": acc})
+  run.close()
+  assert sorted(run.all_steps()) == [2, 5, 6]
+
+  # A save killed half-way leaves an uncommitted temporary folder: never the latest.
+  partial = tmp_path / "checkpoints" / "9.orbax-checkpoint-tmp-1234567"
+  (partial / "state").mkdir(parents=True)
+  (partial / "state" / "junk").write_text("half written")
+  run = checkpoints.RunCheckpoints(str(tmp_path), keep=2, best_metric="accuracy")
+  assert run.latest_step() == 6
+  target = jax.eval_shape(lambda: _state(0))
+  state, extra = run.restore(6, target)
+  np.testing.assert_array_equal(state["params"]["w"], np.full(4, 6.0))
+  assert extra == {"batches_consumed": 6}
+  params, meta = checkpoints.load_params(str(tmp_path))
+  assert meta["step"] == 6 and float(params["w"][0]) == 6.0
+  run.close()
+
+
+def _wait_for_step(model_dir, step, proc, timeout=300):
+  path = os.path.join(model_dir, "metrics.jsonl")
+  deadline = time.time() + timeout
+  while time.time() < deadline and proc.poll() is None:
+    if os.path.exists(path):
+      with open(path) as f:
+        steps = [json.loads(line)["step"] for line in f if line.strip()]
+      if steps and max(steps) >= step:
+        return max(steps)
+    time.sleep(0.01)
+  raise AssertionError(f"run never reached step {step}: {proc.communicate()[0][-3000:]}")
+
+
+@pytest.mark.slow
+def test_sigkilled_run_resumes_bit_identical(tmp_path):
+  total = 40
+  gin_file = tl.write_gin(str(tmp_path / "run.gin"), [
+      f"Trainer.num_train_steps = {total}", "Trainer.log_every = 1",
+      "Trainer.checkpoint_every = 3", "warmup_linear_decay.warmup_steps = 10"])
+  reference = tl.popen_main(gin_file, str(tmp_path / "reference"))
+  interrupted = tl.popen_main(gin_file, str(tmp_path / "interrupted"))
+  kill_at = random.Random().randint(4, 30)
+  reached = _wait_for_step(str(tmp_path / "interrupted"), kill_at, interrupted)
+  interrupted.send_signal(signal.SIGKILL)
+  interrupted.communicate()
+  assert interrupted.returncode == -signal.SIGKILL
+  resumed_from = checkpoints.RunCheckpoints(str(tmp_path / "interrupted")).latest_step()
+  assert resumed_from is not None and resumed_from < total, (reached, resumed_from)
+
+  restarted = tl.popen_main(gin_file, str(tmp_path / "interrupted"))
+  out, _ = restarted.communicate(timeout=600)
+  assert restarted.returncode == 0, out[-3000:]
+  assert f"Resumed from step {resumed_from}" in out
+  out, _ = reference.communicate(timeout=600)
+  assert reference.returncode == 0, out[-3000:]
+
+  expected, meta_a = checkpoints.load_params(str(tmp_path / "reference"))
+  actual, meta_b = checkpoints.load_params(str(tmp_path / "interrupted"))
+  assert meta_a["step"] == meta_b["step"] == total
+  for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(expected), jax.tree.leaves(actual)):
+    np.testing.assert_array_equal(a, b, err_msg=f"{jax.tree_util.keystr(path)} "
+                                  f"(killed near step {reached}, resumed from {resumed_from})")

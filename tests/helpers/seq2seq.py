@@ -1,0 +1,49 @@
+"""Shared checks for the encoder-decoders (T5, BART)."""
+import jax
+import numpy as np
+
+from bertjax.layers import kv_cache
+
+
+def cached_vs_full_logits(module, params, input_ids, attention_mask, decoder_input_ids,
+                          prompt_length: int = 1):
+  """Decoder logits from one full causal pass, and from the key/value caches (self-
+  attention, and cross-attention keys/values projected once by the creating call) fed
+  `prompt_length` tokens at once and then one token per step. The steps get no encoder
+  output, so they can only have used the cached cross-attention keys/values.
+  Returns (full, cached)."""
+  variables = {"params": params}
+  apply = jax.jit(module.apply, static_argnames=("method", "mutable", "decode"))
+  encoded = apply(variables, input_ids, attention_mask, method="encode")
+  encoded = encoded["encoder_last_hidden_state"]
+  full = apply(variables, decoder_input_ids, encoded, attention_mask, method="decode")["logits"]
+  # The creating call sizes the (empty) cache from a full-length input.
+  _, state = apply(variables, decoder_input_ids, encoded, attention_mask, decode=True,
+                   method="decode", mutable=("cache", kv_cache.CROSS_COLLECTION))
+  variables = {**variables, kv_cache.CROSS_COLLECTION: state[kv_cache.CROSS_COLLECTION]}
+  cache = state["cache"]
+  steps = [(0, prompt_length)] + [(t, t + 1) for t in range(prompt_length,
+                                                            decoder_input_ids.shape[1])]
+  cached = []
+  for start, stop in steps:
+    out, state = apply({**variables, "cache": cache}, decoder_input_ids[:, start:stop], None,
+                       attention_mask, decode=True, method="decode", mutable=("cache",))
+    assert set(state) == {"cache"}  # the cross-attention keys/values are read, not returned
+    cache = state["cache"]
+    cached.append(np.asarray(out["logits"]))
+  return np.asarray(full), np.concatenate(cached, axis=1)
+
+
+def generate_both(torch_model, ours, input_ids, attention_mask, **kwargs):
+  """(transformers' generate, bertjax.inference.decoding.generate) token ids for the same settings."""
+  import torch
+  from bertjax.inference import decoding
+  start = ours.config.decoder_start_token_id
+  with torch.no_grad():
+    expected = torch_model.generate(torch.as_tensor(input_ids),
+                                    attention_mask=torch.as_tensor(attention_mask),
+                                    decoder_start_token_id=start, do_sample=False,
+                                    **kwargs).numpy()
+  got = decoding.generate(ours.module, ours.params, input_ids, attention_mask,
+                          model_config=ours.config, **kwargs)
+  return expected, got
