@@ -199,8 +199,9 @@ def initialize(spec: ProcessSpec, timeout_s: float = 300, heartbeat_s: int = 100
         f"the same --num_processes.")
   if jax.process_index() != 0:
     logging.set_verbosity(logging.ERROR)  # Warnings and info from process 0 only.
-  log(f"Joined {jax.process_count()} processes: {jax.device_count()} devices "
-      f"({jax.local_device_count()} per process, {jax.devices()[0].platform}).")
+  if is_coordinator():
+    print(f"Joined {jax.process_count()} processes: {jax.device_count()} devices "
+          f"({jax.local_device_count()} per process, {jax.devices()[0].platform}).", flush=True)
   return True
 
 
@@ -226,9 +227,3 @@ def host_copy(tree: Any) -> Any:
 
 def is_coordinator() -> bool:
   return jax.process_index() == 0
-
-
-def log(message: str) -> None:
-  """Prints from process 0 only, so N processes give one log."""
-  if is_coordinator():
-    print(message, flush=True)

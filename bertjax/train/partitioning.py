@@ -132,20 +132,6 @@ def batch_sharding(mesh: Mesh, rules: LogicalRules) -> NamedSharding:
   return sharding_for_axes(("batch",), mesh, rules)
 
 
-def init_sharded(init_fn: Callable[[jax.Array], Any], rng: jax.Array, mesh: Mesh,
-                 rules: LogicalRules) -> tuple[Any, Any]:
-  """Runs `init_fn(rng) -> boxed params` directly into its sharded layout.
-
-  Returns (unboxed params, their shardings). Parameters are created on the devices
-  that own them, so a model larger than one device's memory still initializes.
-  """
-  abstract = jax.eval_shape(init_fn, rng)
-  shardings = shardings_for(abstract, mesh, rules)
-  # out_shardings alone fixes the layout; init needs no activation constraints.
-  params = jax.jit(lambda r: nn.unbox(init_fn(r)), out_shardings=shardings)(rng)
-  return params, shardings
-
-
 def place(tree: Any, shardings: Any) -> Any:
   """Puts host arrays (e.g. converted checkpoints) onto the mesh with the given shardings."""
   return jax.device_put(tree, shardings)

@@ -4,7 +4,6 @@ import json
 
 import pytest
 import seqio
-import tensorflow as tf
 
 from bertjax import paths
 from bertjax.data import sources

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bertjax.inference import decoding
+from bertjax.inference import decoding, runners, search
 from bertjax.models import gpt
 
 CONFIG = gpt.GPTConfig(vocab_size=61, hidden_size=16, num_layers=2, num_heads=2,
@@ -41,7 +41,7 @@ def test_cached_steps_equal_full_sequence(lm, prefill):
   positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
   full = module.apply({"params": params}, ids, attention_mask=mask,
                       position_ids=positions)["logits"]
-  cache = decoding.init_cache(module.apply, {"params": params}, ids, attention_mask=mask,
+  cache = runners.init_cache(module.apply, {"params": params}, ids, attention_mask=mask,
                               position_ids=positions, decode=True)
   assert all(not np.any(x) for x in jax.tree.leaves(cache))
   step = jax.jit(lambda cache, tokens, pos: module.apply(
@@ -62,9 +62,9 @@ def test_cache_batch_axes_of_a_scanned_stack(lm):
 
   def make(batch):
     tokens = jnp.zeros((batch, 8), jnp.int32)
-    return decoding.init_cache(module.apply, {"params": params}, tokens, attention_mask=tokens,
+    return runners.init_cache(module.apply, {"params": params}, tokens, attention_mask=tokens,
                                position_ids=tokens, decode=True)
-  axes = decoding.cache_batch_axes(make)
+  axes = runners.cache_batch_axes(make)
   layers = axes["transformer"]["decoder"]["layers"]["attention"]
   assert layers == {"cached_key": 1, "cached_value": 1, "cache_index": -1}
 
@@ -114,7 +114,7 @@ def test_top_k_1_sampling_is_greedy(lm):
 def test_warp_excludes_exactly_the_filtered_tokens(seed, top_k, top_p, temperature):
   rng = np.random.default_rng(seed)
   logits = jnp.asarray(rng.normal(size=(4, 12)) * 3, jnp.float32)
-  warped = np.asarray(decoding.warp(logits, temperature, top_k, top_p))
+  warped = np.asarray(search.warp(logits, temperature, top_k, top_p))
   scaled = np.asarray(logits) / temperature
   for row, kept_scores in zip(scaled, warped):
     kept = np.isfinite(kept_scores)

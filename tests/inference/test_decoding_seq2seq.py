@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bertjax.inference import decoding
+from bertjax.inference import decoding, runners, search
 from bertjax.models import bart, t5
 
 # Every size distinct, so a shape identifies a tensor: S source tokens, H = d_model.
@@ -59,8 +59,8 @@ def _search_jaxpr(family: str, **settings):
   module, params, ids, mask = _model(family)
   cfg = decoding.generation_config(max_new_tokens=NEW, decoder_start_token_id=0,
                                    eos_token_id=-1, **settings)
-  search = decoding._beam_search if cfg.num_beams > 1 else decoding._greedy_or_sample
-  run = functools.partial(search, decoding._runner(module, cfg), cfg)
+  loop = search.beam_search if cfg.num_beams > 1 else search.greedy_or_sample
+  run = functools.partial(loop, runners.runner(module, cfg), cfg)
   return jax.make_jaxpr(run)(params, ids, mask, jax.random.PRNGKey(0)).jaxpr
 
 
@@ -97,7 +97,7 @@ def test_creating_the_cache_costs_only_the_cross_projections():
   module, params, ids, mask = _model("t5")
   total = 40
   cfg = decoding.generation_config(max_new_tokens=total - 1, decoder_start_token_id=0)
-  runner = decoding._runner(module, cfg)
+  runner = runners.runner(module, cfg)
   context, _ = runner.prepare(params, ids, mask, total, cfg)
   init = jax.jit(lambda p, c: runner.init_cache(p, c, BATCH, total))
   flops = init.lower(params, context).compile().cost_analysis()["flops"]

@@ -1,13 +1,14 @@
 """A 4 (data) x 2 (model) mesh of CPU devices gives the single-device result, really sharded."""
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from bertjax.train import partitioning
 from bertjax.models import bert
+from bertjax.train import partitioning
+from bertjax.train import state as train_state
 
 CONFIG = bert.BertConfig(vocab_size=96, hidden_size=64, num_layers=2, num_heads=4,
                          intermediate_size=80, max_position_embeddings=32)
@@ -21,8 +22,17 @@ def test_sharded_forward_equals_single_device_and_splits_kernels():
   module = bert.BertForPreTraining(CONFIG)
   mesh = partitioning.make_mesh((4, 2), ("data", "model"))
   rules = partitioning.axis_rules()
-  init = lambda rng: module.init(rng, jnp.zeros((1, 8), jnp.int32))["params"]
-  params, shardings = partitioning.init_sharded(init, jax.random.PRNGKey(0), mesh, rules)
+  # Initialised as the trainer does: straight into the sharded layout.
+  init = train_state.init_params_fn(module, {"input_ids": jnp.zeros((1, 8), jnp.int32)},
+                                    lambda batch: batch)
+  tx = optax.adamw(1e-3)
+  _, state_shardings = train_state.state_shardings(jax.eval_shape(init, jax.random.key(0)), tx,
+                                                   mesh, rules)
+  state = train_state.create_state(init, tx, 0, state_shardings)
+  params, shardings = state.params, state_shardings.params
+  # Adam's moments are laid out like the parameters they track.
+  mu = state.opt_state[0].mu["bert"]["encoder"]["layers"]["attention"]["query"]["kernel"]
+  assert mu.sharding.spec == P(None, None, "model", None)
 
   layers = params["bert"]["encoder"]["layers"]
   assert layers["attention"]["query"]["kernel"].sharding.spec == P(None, None, "model", None)

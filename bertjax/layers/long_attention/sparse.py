@@ -11,7 +11,6 @@ one (`BertConfig.attention`), the Transformer layer asks it for its attention mo
 """
 import dataclasses
 import math
-from typing import Optional
 
 import flax.linen as nn
 import jax

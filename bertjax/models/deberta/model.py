@@ -253,7 +253,6 @@ class DebertaEncoder(nn.Module):
     return table, jnp.asarray(index - first)
 
   def __call__(self, x, mask, *, deterministic: bool = True, output_hidden_states: bool = False):
-    cfg = self.config
     table, index = self.relative_table(x.shape[1])
     return self.stack(x, mask, table, index, deterministic=deterministic,
                       output_hidden_states=output_hidden_states)

@@ -12,7 +12,6 @@ import dataclasses
 from typing import Optional
 
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
 
 from bertjax.layers import activations, attention, embeddings, norms, transformer

@@ -1,5 +1,4 @@
 """Task registry and get_dataset: contract features, determinism, resume, static/dynamic."""
-import functools
 
 import gin
 import numpy as np
