@@ -1,4 +1,4 @@
-"""Entity-level precision / recall / F1 as CoNLL's `conlleval` script computes them.
+"""CoNLL-2003 NER: reading the 4-column files and conlleval's entity-level F1.
 
 A chunk (entity) is a maximal run of tags of one type: it starts at a B- (or S-) tag,
 at an I-/E- tag whose type differs from the previous tag's or that follows O/E-/S-,
@@ -6,8 +6,72 @@ and ends before the next start or O. So an ill-formed prediction such as `O I-PE
 still yields a PER entity, exactly as conlleval (and seqeval's default mode) read it.
 A predicted entity is correct when type, first and last token all match a gold one.
 """
+import dataclasses
+import os
 from typing import Iterable, Sequence
 
+from bertjax import paths
+from bertjax.evaluation import readers
+
+
+# ---------------------------------------------------------------------- reading
+LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
+SPLITS = {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Sentence:
+  words: tuple[str, ...]
+  tags: tuple[str, ...]
+  source: str  # "file:first line"
+
+
+def path(split: str, data_dir: str | None = None) -> str:
+  if split not in SPLITS:
+    raise ValueError(f"Unknown CoNLL-2003 split {split!r}; use one of {sorted(SPLITS)}.")
+  return os.path.join(data_dir or paths.data_dir(), "conll2003", SPLITS[split])
+
+
+def read_sentences(file: str, skip_log: readers.SkipLog,
+                   labels: tuple[str, ...] = LABELS) -> list[Sentence]:
+  """Sentences of a CoNLL file (`token POS chunk NER` lines, blank line between
+  sentences, `-DOCSTART-` lines ignored). A sentence with a malformed line or a tag
+  outside `labels` is reported at that line and skipped as a whole."""
+  if not os.path.exists(file):
+    raise FileNotFoundError(f"No CoNLL file at {file!r}.")
+  sentences, words, tags, first_line, bad = [], [], [], 0, False
+
+  def flush():
+    if words and not bad:
+      sentences.append(Sentence(tuple(words), tuple(tags), f"{file}:{first_line}"))
+
+  with open(file, encoding="utf-8") as f:
+    for line_no, line in enumerate(f, start=1):
+      fields = line.split()
+      if not fields or fields[0] == "-DOCSTART-":
+        flush()
+        words, tags, bad = [], [], False
+        continue
+      if not words and not bad:
+        first_line = line_no
+      if bad:
+        continue
+      if len(fields) != 4:
+        skip_log.skip(file, line_no, f"expected 4 space-separated columns (token POS chunk "
+                      f"NER), found {len(fields)}; sentence skipped")
+        bad = True
+      elif fields[3] not in labels:
+        skip_log.skip(file, line_no, f"tag {fields[3]!r} not in the label set {labels}; "
+                      f"sentence skipped")
+        bad = True
+      else:
+        words.append(fields[0])
+        tags.append(fields[3])
+  flush()
+  return sentences
+
+
+# ---------------------------------------------------------------------- scoring
 Chunk = tuple[str, int, int]  # (type, first token, last token), inclusive
 
 
