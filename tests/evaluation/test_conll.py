@@ -1,5 +1,5 @@
 """CoNLL-2003 reading (official sentence counts, bad lines reported) and entity scores:
-conlleval's chunk rules, hand-checked scores, equal to seqeval's."""
+conlleval's chunk rules, hand-checked scores, and seqeval's micro scores."""
 import pytest
 import seqeval.metrics
 from hypothesis import given, settings, strategies as st
@@ -41,8 +41,13 @@ def test_chunks_follow_conlleval_rules():
   assert conll.chunks(["O", "I-PER", "I-LOC", "I-LOC"]) == [("PER", 1, 1), ("LOC", 2, 3)]
   assert conll.chunks(["B-PER", "B-PER"]) == [("PER", 0, 0), ("PER", 1, 1)]
   assert conll.chunks(["S-PER", "B-LOC", "E-LOC"]) == [("PER", 0, 0), ("LOC", 1, 2)]
+  # IOB1 runs end at a B- of the same type; I- after E- starts a new entity.
+  assert conll.chunks(["I-PER", "I-PER", "B-PER"]) == [("PER", 0, 1), ("PER", 2, 2)]
+  assert conll.chunks(["E-PER", "I-PER"]) == [("PER", 0, 0), ("PER", 1, 1)]
   with pytest.raises(ValueError, match="X-PER"):
     conll.chunks(["X-PER"])
+  with pytest.raises(ValueError, match="'B'"):
+    conll.entity_scores([["B"]], [["O"]])
 
 
 def test_hand_checked_scores():
@@ -54,6 +59,11 @@ def test_hand_checked_scores():
   assert scores["recall"] == pytest.approx(2 / 3)
   assert scores["f1"] == pytest.approx(4 / 7)
   assert scores["per_type"]["PER"]["f1"] == 1.0 and scores["per_type"]["LOC"]["support"] == 1
+  assert scores["per_type"]["MISC"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0}
+  with pytest.raises(ValueError, match="Sentence 1: 2 gold tags but 1 predicted"):
+    conll.entity_scores(gold, [pred[0], ["O"]])
+  with pytest.raises(ValueError, match="2 gold sentences but 1 predicted"):
+    conll.entity_scores(gold, pred[:1])
 
 
 @pytest.mark.filterwarnings("ignore:.*ill-defined")  # seqeval on sentences without entities
@@ -65,3 +75,8 @@ def test_matches_seqeval(gold, rnd):
   assert ours["precision"] == pytest.approx(seqeval.metrics.precision_score(gold, pred))
   assert ours["recall"] == pytest.approx(seqeval.metrics.recall_score(gold, pred))
   assert ours["f1"] == pytest.approx(seqeval.metrics.f1_score(gold, pred))
+  if ours["per_type"]:
+    report = seqeval.metrics.classification_report(gold, pred, output_dict=True, zero_division=0)
+    for kind, scores in ours["per_type"].items():
+      assert scores["f1"] == pytest.approx(report[kind]["f1-score"])
+      assert scores["support"] == report[kind]["support"]
