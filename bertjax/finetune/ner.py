@@ -1,77 +1,19 @@
-"""CoNLL-2003 NER: the 4-column files, first-sub-token labelling, entity-level F1.
+"""CoNLL-2003 NER features: first-sub-token labelling, and word tags back from logits.
 
 As in the BERT paper (Sec. 5.3), each word is labelled at its first WordPiece and the
 other pieces get no loss and no prediction; the predicted word tags are scored at
-entity level with conlleval's rules (`conlleval.entity_scores`). Inputs are single
-sentences (the paper additionally used document context).
+entity level with conlleval's rules (`bertjax.evaluation.conll.entity_scores`, which
+also reads the files). Inputs are single sentences (the paper additionally used
+document context).
 """
-import dataclasses
-import os
-
 import numpy as np
 
-from bertjax import paths
-from bertjax.evaluation import conlleval, readers
+from bertjax.evaluation import conll
 from bertjax.finetune.tokenization import WordPiece
 
-LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
-SPLITS = {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"}
 
-
-@dataclasses.dataclass(frozen=True)
-class Sentence:
-  words: tuple[str, ...]
-  tags: tuple[str, ...]
-  source: str  # "file:first line"
-
-
-def path(split: str, data_dir: str | None = None) -> str:
-  if split not in SPLITS:
-    raise ValueError(f"Unknown CoNLL-2003 split {split!r}; use one of {sorted(SPLITS)}.")
-  return os.path.join(data_dir or paths.data_dir(), "conll2003", SPLITS[split])
-
-
-def read_sentences(file: str, skip_log: readers.SkipLog,
-                   labels: tuple[str, ...] = LABELS) -> list[Sentence]:
-  """Sentences of a CoNLL file (`token POS chunk NER` lines, blank line between
-  sentences, `-DOCSTART-` lines ignored). A sentence with a malformed line or a tag
-  outside `labels` is reported at that line and skipped as a whole."""
-  if not os.path.exists(file):
-    raise FileNotFoundError(f"No CoNLL file at {file!r}.")
-  sentences, words, tags, first_line, bad = [], [], [], 0, False
-
-  def flush():
-    if words and not bad:
-      sentences.append(Sentence(tuple(words), tuple(tags), f"{file}:{first_line}"))
-
-  with open(file, encoding="utf-8") as f:
-    for line_no, line in enumerate(f, start=1):
-      fields = line.split()
-      if not fields or fields[0] == "-DOCSTART-":
-        flush()
-        words, tags, bad = [], [], False
-        continue
-      if not words and not bad:
-        first_line = line_no
-      if bad:
-        continue
-      if len(fields) != 4:
-        skip_log.skip(file, line_no, f"expected 4 space-separated columns (token POS chunk "
-                      f"NER), found {len(fields)}; sentence skipped")
-        bad = True
-      elif fields[3] not in labels:
-        skip_log.skip(file, line_no, f"tag {fields[3]!r} not in the label set {labels}; "
-                      f"sentence skipped")
-        bad = True
-      else:
-        words.append(fields[0])
-        tags.append(fields[3])
-  flush()
-  return sentences
-
-
-def convert_sentences(sentences: list[Sentence], tokenizer: WordPiece, max_seq_length: int,
-                      labels: tuple[str, ...] = LABELS) -> dict[str, np.ndarray]:
+def convert_sentences(sentences: list[conll.Sentence], tokenizer: WordPiece, max_seq_length: int,
+                      labels: tuple[str, ...] = conll.LABELS) -> dict[str, np.ndarray]:
   """Encoder inputs, `labels`/`label_weights` [N, L] (set at each word's first piece)
   and `first_piece` [N, W]: that position per word, -1 for a word cut off by
   `max_seq_length` or with no pieces (it is then predicted "O")."""
@@ -99,8 +41,8 @@ def convert_sentences(sentences: list[Sentence], tokenizer: WordPiece, max_seq_l
   return arrays
 
 
-def word_tags(logits: np.ndarray, first_piece: np.ndarray, sentences: list[Sentence],
-              labels: tuple[str, ...] = LABELS) -> list[list[str]]:
+def word_tags(logits: np.ndarray, first_piece: np.ndarray, sentences: list[conll.Sentence],
+              labels: tuple[str, ...] = conll.LABELS) -> list[list[str]]:
   """Predicted tag of every word: argmax at its first piece, "O" where it has none."""
   predicted = []
   for row, sentence in enumerate(sentences):
@@ -111,11 +53,11 @@ def word_tags(logits: np.ndarray, first_piece: np.ndarray, sentences: list[Sente
 
 
 def evaluate(logits: np.ndarray, features: dict[str, np.ndarray],
-             sentences: list[Sentence]) -> dict[str, object]:
+             sentences: list[conll.Sentence]) -> dict[str, object]:
   """conlleval entity precision / recall / F1 (fractions) plus the count of words that
   got no prediction (cut off by the sequence length)."""
   predicted = word_tags(logits, features["first_piece"], sentences)
-  scores = conlleval.entity_scores([list(s.tags) for s in sentences], predicted)
+  scores = conll.entity_scores([list(s.tags) for s in sentences], predicted)
   unlabelled = sum(int((features["first_piece"][r, :len(s.words)] < 0).sum())
                    for r, s in enumerate(sentences))
   return {**scores, "words_without_prediction": unlabelled}

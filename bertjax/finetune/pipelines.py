@@ -22,10 +22,11 @@ from absl import logging
 
 from bertjax.configurables import typechecked
 from bertjax.checkpoints import encoders
+from bertjax.evaluation import conll, readers
+from bertjax.evaluation import glue as glue_eval, squad as squad_eval, swag as swag_eval
 from bertjax.finetune import feature_based, glue, loop, ner, selection, squad, submission, swag
 from bertjax.models.common import task_heads as heads
 from bertjax.objectives import downstream as objectives
-from bertjax.evaluation import readers, squad_metrics
 from bertjax.finetune.tokenization import WordPiece
 
 PREDICTIONS_DIR = "predictions"
@@ -98,14 +99,16 @@ def _fit(model, objective, arrays, encoder: encoders.Encoder, options: Options,
 
 def run_glue(task_name: str, encoder: encoders.Encoder, tokenizer: WordPiece,
              options: Options) -> dict[str, Any]:
-  task = glue.get_task(task_name)
+  task = glue_eval.get_task(task_name)
   skips = readers.SkipLog()
   convert = lambda examples: encoder.fit_inputs(
       glue.convert_examples(examples, tokenizer, options.max_seq_length))
-  train = glue.read_examples(task, "train", skips, options.data_dir, options.max_train_examples)
+  train = glue_eval.read_examples(task, "train", skips, options.data_dir,
+                                  options.max_train_examples)
   dev_sets = {}
   for split in task.eval_splits:
-    examples = glue.read_examples(task, split, skips, options.data_dir, options.max_eval_examples)
+    examples = glue_eval.read_examples(task, split, skips, options.data_dir,
+                                       options.max_eval_examples)
     dev_sets[split] = (examples, convert(examples))
 
   def evaluate(tuner):
@@ -113,7 +116,7 @@ def run_glue(task_name: str, encoder: encoders.Encoder, tokenizer: WordPiece,
     for split, (examples, arrays) in dev_sets.items():
       start = time.time()
       logits[split] = tuner.predict(arrays, ("logits",))["logits"]
-      scores[split] = {**glue.evaluate(task, logits[split], arrays["labels"]),
+      scores[split] = {**glue_eval.evaluate(task, logits[split], arrays["labels"]),
                        "examples": len(examples), "eval_time_s": time.time() - start}
     return scores, logits
 
@@ -130,17 +133,17 @@ def run_glue(task_name: str, encoder: encoders.Encoder, tokenizer: WordPiece,
       examples = dev_sets[split][0]
       written.append(submission.write_glue(
           _predictions_path(options, "dev", f"{name}.tsv"), [e.guid for e in examples],
-          glue.submission_labels(task, chosen.outputs[split])))
+          glue_eval.submission_labels(task, chosen.outputs[split])))
     if options.predict_test:
       for split, name in zip(task.test_splits, task.submission_names):
         if not os.path.exists(task.path(split, options.data_dir)):
           continue
-        examples = glue.read_test_examples(task, split, skips, options.data_dir,
-                                           options.max_eval_examples)
+        examples = glue_eval.read_test_examples(task, split, skips, options.data_dir,
+                                                options.max_eval_examples)
         logits = tuner.predict(convert(examples), ("logits",))["logits"]
         written.append(submission.write_glue(
             _predictions_path(options, "test", f"{name}.tsv"), [e.guid for e in examples],
-            glue.submission_labels(task, logits)))
+            glue_eval.submission_labels(task, logits)))
     report["predictions"] = written
   report["skipped"] = {"count": len(skips), "summary": skips.summary()}
   return report
@@ -153,10 +156,10 @@ def run_squad(task_name: str, encoder: encoders.Encoder, tokenizer: WordPiece,
   split is available). `max_train_examples` draws a seeded random subset of the
   training questions. Selection: F1 (2.0: F1 at the best threshold, tuned on dev)."""
   version = {"squad11": "1.1", "squad20": "2.0"}[task_name]
-  path = options.squad_file or squad.default_path()
+  path = options.squad_file or squad_eval.default_path()
   skips = readers.SkipLog()
-  train, held_out = squad.split_by_article(squad.read_examples(path, skips),
-                                           options.squad_train_articles)
+  train, held_out = squad_eval.split_by_article(squad_eval.read_examples(path, skips),
+                                                options.squad_train_articles)
   if not train or not held_out:
     raise ValueError(f"{path}: splitting at article {options.squad_train_articles} leaves "
                      f"{len(train)} training and {len(held_out)} evaluation questions.")
@@ -181,9 +184,9 @@ def run_squad(task_name: str, encoder: encoders.Encoder, tokenizer: WordPiece,
     spans = squad.postprocess(held_out, features, logits["start_logits"], logits["end_logits"],
                               options.n_best_size, options.max_answer_length)
     answers, margins = squad.final_answers(spans, version, options.null_threshold)
-    scores = squad_metrics.evaluate(golds, answers, version,
-                                    na_scores=margins if version == "2.0" else None,
-                                    threshold=options.null_threshold)
+    scores = squad_eval.evaluate(golds, answers, version,
+                                 na_scores=margins if version == "2.0" else None,
+                                 threshold=options.null_threshold)
     return {"held_out": {**scores, "questions": len(held_out),
                          "articles": len({e.article for e in held_out}),
                          "features": len(features["input_ids"]),
@@ -207,8 +210,8 @@ _NER_TRAIN = _NER_INPUTS + ("labels", "label_weights")
 
 
 def _ner_data(tokenizer: WordPiece, options: Options, skips: readers.SkipLog):
-  train = ner.read_sentences(ner.path("train", options.data_dir), skips)
-  dev = ner.read_sentences(ner.path("dev", options.data_dir), skips)
+  train = conll.read_sentences(conll.path("train", options.data_dir), skips)
+  dev = conll.read_sentences(conll.path("dev", options.data_dir), skips)
   train, dev = train[:options.max_train_examples], dev[:options.max_eval_examples]
   convert = lambda s: ner.convert_sentences(s, tokenizer, options.max_seq_length)
   return train, convert(train), dev, convert(dev)
@@ -232,7 +235,7 @@ def run_ner(encoder: encoders.Encoder, tokenizer: WordPiece, options: Options) -
     scores, tags = _ner_scores(tuner, dev, dev_arrays)
     return {"dev": scores}, tags
 
-  tuner, chosen, report = _fit(heads.TokenClassifier(encoder.module, len(ner.LABELS)),
+  tuner, chosen, report = _fit(heads.TokenClassifier(encoder.module, len(conll.LABELS)),
                                objectives.TokenClassification(),
                                {k: train_arrays[k] for k in _NER_TRAIN}, encoder, options,
                                evaluate, "dev/f1")
@@ -241,9 +244,9 @@ def run_ner(encoder: encoders.Encoder, tokenizer: WordPiece, options: Options) -
   if options.output_dir:
     written.append(submission.write_conll(_predictions_path(options, "conll2003_dev.txt"),
                                           dev, chosen.outputs))
-  test_path = ner.path("test", options.data_dir)
+  test_path = conll.path("test", options.data_dir)
   if options.predict_test and os.path.exists(test_path):
-    test = ner.read_sentences(test_path, skips)[:options.max_eval_examples]
+    test = conll.read_sentences(test_path, skips)[:options.max_eval_examples]
     scores, tags = _ner_scores(tuner, test, ner.convert_sentences(test, tokenizer,
                                                                   options.max_seq_length))
     report["eval"]["test"] = scores
@@ -285,7 +288,7 @@ def run_feature_based(encoder: encoders.Encoder, tokenizer: WordPiece, options: 
       return ({"dev": ner.evaluate(logits, {"first_piece": positions}, dev)},
               ner.word_tags(logits, positions, dev))
 
-    tagger = feature_based.FeatureTagger(name, len(ner.LABELS))
+    tagger = feature_based.FeatureTagger(name, len(conll.LABELS))
     _, chosen, trained = _fit(tagger, feature_based.WordTagging(), word["train"], frozen_encoder,
                               options, evaluate, "dev/f1", name=f"feature_{name}")
     scores = chosen.scores["dev"]
@@ -304,8 +307,8 @@ def run_feature_based(encoder: encoders.Encoder, tokenizer: WordPiece, options: 
 def run_swag(encoder: encoders.Encoder, tokenizer: WordPiece, options: Options) -> dict[str, Any]:
   """SWAG (regular/train.csv, val.csv under DATA_DIR/swag): 4-way multiple choice."""
   skips = readers.SkipLog()
-  train = swag.read_examples(swag.path("train", options.data_dir), skips)
-  dev = swag.read_examples(swag.path("val", options.data_dir), skips)
+  train = swag_eval.read_examples(swag_eval.path("train", options.data_dir), skips)
+  dev = swag_eval.read_examples(swag_eval.path("val", options.data_dir), skips)
   train, dev = train[:options.max_train_examples], dev[:options.max_eval_examples]
   arrays = encoder.fit_inputs(swag.convert_examples(train, tokenizer, options.max_seq_length))
   dev_arrays = encoder.fit_inputs(swag.convert_examples(dev, tokenizer, options.max_seq_length))
@@ -313,7 +316,7 @@ def run_swag(encoder: encoders.Encoder, tokenizer: WordPiece, options: Options) 
   def evaluate(tuner):
     start = time.time()
     logits = tuner.predict(dev_arrays, ("logits",))["logits"]
-    return ({"val": {"accuracy": swag.accuracy(logits, dev_arrays["labels"]),
+    return ({"val": {"accuracy": swag_eval.accuracy(logits, dev_arrays["labels"]),
                      "examples": len(dev), "eval_time_s": time.time() - start}},
             logits.argmax(-1))
 

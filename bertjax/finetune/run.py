@@ -35,7 +35,8 @@ from absl import app, flags, logging
 from bertjax import configurables
 from bertjax.configurables import typechecked
 from bertjax.checkpoints import encoders
-from bertjax.finetune import feature_based, glue, loop, pipelines
+from bertjax.evaluation import glue
+from bertjax.finetune import feature_based, loop, pipelines
 from bertjax.finetune.tokenization import WordPiece
 
 TASKS = tuple(glue.TASKS) + ("squad11", "squad20", "conll2003", "swag")

@@ -1,4 +1,4 @@
-"""SQuAD 1.1 / 2.0: reading, sliding-window features, and span post-processing.
+"""SQuAD 1.1 / 2.0: sliding-window features and span post-processing.
 
 Following the BERT paper (Sec. 4.2-4.3): the question and a window of the context are
 packed as `[CLS] question [SEP] context [SEP]`; a start vector S and end vector E score
@@ -8,86 +8,19 @@ where it has the most context on both sides. A span (i, j) scores S.T_i + E.T_j,
 with j >= i and at most `max_answer_length` tokens, searched among each window's
 n-best starts and ends. For 2.0 the null score s_null = S.C + E.C (at [CLS]) is
 compared with the best span: answer "" when s_null - s_best > tau; tau is tuned on
-dev (`squad_metrics.best_threshold`).
+dev (`bertjax.evaluation.squad.best_threshold`).
 
 Character offsets from the tokenizer map answers to tokens and back, so predicted
-text is an exact substring of the context.
+text is an exact substring of the context. Reading the files and the official scoring
+are in bertjax.evaluation.squad.
 """
 import collections
 import dataclasses
-import json
-import os
 
 import numpy as np
 
-from bertjax import paths
-from bertjax.evaluation import readers
+from bertjax.evaluation.squad import SquadExample
 from bertjax.finetune.tokenization import WordPiece
-
-
-@dataclasses.dataclass(frozen=True)
-class SquadExample:
-  qid: str
-  question: str
-  context: str
-  answer_texts: tuple[str, ...]            # all gold texts (scoring)
-  answer_spans: tuple[tuple[int, int], ...]  # aligned [start, end) char spans (training)
-  is_impossible: bool
-  article: int
-
-
-def default_path() -> str:
-  return os.path.join(paths.data_dir(), "squad", "dev-v1.1.json")
-
-
-def read_examples(path: str, skip_log: readers.SkipLog) -> list[SquadExample]:
-  """All questions of a SQuAD v1.1 / v2.0 JSON file, in file order.
-
-  An answer whose `answer_start` does not point at its text in the context is
-  reported (file, line, question id) and dropped from the training spans; its text
-  still counts as a gold answer for scoring, exactly as in the official evaluation.
-  """
-  if not os.path.exists(path):
-    raise FileNotFoundError(f"No SQuAD file at {path!r}.")
-  with open(path, encoding="utf-8") as f:
-    raw = f.read()
-  try:
-    data = json.loads(raw)["data"]
-  except (json.JSONDecodeError, KeyError) as e:
-    raise ValueError(f"{path} is not a SQuAD JSON file (a top-level 'data' list): {e}") from e
-  examples = []
-  for article_index, article in enumerate(data):
-    for paragraph in article["paragraphs"]:
-      context = paragraph["context"]
-      for qa in paragraph["qas"]:
-        texts, spans = [], []
-        for answer in qa.get("answers", []):
-          text, start = answer["text"], answer["answer_start"]
-          texts.append(text)
-          if context[start:start + len(text)] == text:
-            spans.append((start, start + len(text)))
-          else:
-            skip_log.skip(path, _line_of(raw, qa["id"]),
-                          f"question {qa['id']}: answer {text!r} does not match the context "
-                          f"at answer_start={start} ({context[start:start + len(text)]!r})")
-        examples.append(SquadExample(qa["id"], qa["question"], context, tuple(texts),
-                                     tuple(spans), bool(qa.get("is_impossible", False)),
-                                     article_index))
-  return examples
-
-
-def _line_of(raw: str, qid: str) -> int:
-  """1-based line of a question id in the raw JSON (for error messages)."""
-  position = raw.find(f'"{qid}"')
-  return raw.count("\n", 0, max(position, 0)) + 1
-
-
-def split_by_article(examples: list[SquadExample],
-                     num_train_articles: int) -> tuple[list[SquadExample], list[SquadExample]]:
-  """(questions of the first N articles, questions of the rest): article-disjoint."""
-  train = [e for e in examples if e.article < num_train_articles]
-  held_out = [e for e in examples if e.article >= num_train_articles]
-  return train, held_out
 
 
 def _windows(num_tokens: int, max_tokens: int, stride: int) -> list[tuple[int, int]]:
@@ -233,7 +166,7 @@ def final_answers(predictions: dict[str, SpanPrediction], version: str,
   """(answer text per question, no-answer margin per question).
 
   v2.0 answers "" where s_null - s_best > null_threshold (tau); v1.1 always answers.
-  The margins are what `squad_metrics.evaluate(..., na_scores=)` tunes tau on.
+  The margins are what `evaluation.squad.evaluate(..., na_scores=)` tunes tau on.
   """
   margins = {qid: p.null_margin for qid, p in predictions.items()}
   if version == "1.1":

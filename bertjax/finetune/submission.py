@@ -14,7 +14,7 @@ import json
 import os
 from typing import Mapping, Sequence
 
-from bertjax.finetune import ner
+from bertjax.evaluation import conll
 
 
 def write_glue(path: str, indices: Sequence[str], predictions: Sequence[str]) -> str:
@@ -49,7 +49,7 @@ def write_squad(directory: str, answers: Mapping[str, str],
   return written
 
 
-def write_conll(path: str, sentences: Sequence[ner.Sentence],
+def write_conll(path: str, sentences: Sequence[conll.Sentence],
                 predicted: Sequence[Sequence[str]]) -> str:
   if len(sentences) != len(predicted):
     raise ValueError(f"{len(sentences)} sentences but {len(predicted)} predictions.")

@@ -1,4 +1,7 @@
-"""GLUE metrics equal scikit-learn / scipy on the same predictions."""
+"""GLUE metrics: scikit-learn / scipy's numbers through our (predictions, labels) wrappers,
+the leaderboard's hand-checked values, NaN for a constant input, and clear errors."""
+import warnings
+
 import numpy as np
 import pytest
 import scipy.stats
@@ -38,7 +41,7 @@ def test_correlations_match_scipy_with_ties(rows):
   x = np.array([r[0] for r in rows], np.float64)
   y = np.array([r[1] for r in rows], np.float64)
   if np.ptp(x) == 0 or np.ptp(y) == 0:
-    assert np.isnan(metrics.pearson(x, y))
+    assert np.isnan(metrics.pearson(x, y)) and np.isnan(metrics.spearman(x, y))
     return
   assert metrics.pearson(x, y) == pytest.approx(scipy.stats.pearsonr(x, y)[0], abs=1e-9)
   assert metrics.spearman(x, y) == pytest.approx(scipy.stats.spearmanr(x, y)[0], abs=1e-9)
@@ -57,6 +60,16 @@ def test_hand_checked_values():
   assert metrics.spearman([1, 2, 3, 4], [10, 20, 30, 400]) == pytest.approx(1.0)
 
 
+def test_constant_input_correlates_as_nan_without_a_warning():
+  # Found by hypothesis: a mean that is not exact (3 x 0.1) once gave r = -5e-17.
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    for correlation in (metrics.pearson, metrics.spearman):
+      assert np.isnan(correlation([0, 0, 1], [0.1, 0.1, 0.1]))
+      assert np.isnan(correlation([2.0, 2.0], [1.0, 3.0]))
+      assert np.isnan(correlation([4.0], [1.0]))
+
+
 def test_compute_rejects_unknown_metric_and_shape_mismatch():
   assert metrics.compute(["accuracy", "f1"], [1, 0], [1, 1]) == {"accuracy": 0.5,
                                                                  "f1": pytest.approx(2 / 3)}
@@ -64,3 +77,5 @@ def test_compute_rejects_unknown_metric_and_shape_mismatch():
     metrics.compute(["bleu"], [1], [1])
   with pytest.raises(ValueError, match="differ in shape"):
     metrics.accuracy([1, 0], [1])
+  with pytest.raises(ValueError, match="empty"):
+    metrics.pearson([], [])

@@ -10,7 +10,8 @@ import pytest
 import transformers
 
 from bertjax import paths
-from bertjax.finetune import glue, run, submission
+from bertjax.evaluation import glue
+from bertjax.finetune import run, submission
 from bertjax.checkpoints import converted as hf_checkpoint
 from bertjax.hf import model as hf_model
 from tests.helpers import finetune as ftl

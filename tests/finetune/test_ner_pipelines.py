@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import transformers
 
-from bertjax.evaluation import conlleval
+from bertjax.evaluation import conll
 from bertjax.checkpoints import encoders
 from bertjax.finetune import loop, pipelines
 from bertjax.finetune.tokenization import WordPiece
@@ -72,7 +72,7 @@ def test_ner_run_writes_dev_and_test_in_conlleval_format(setup, tmp_path):
     gold, predicted = _read_conlleval(str(tmp_path / "predictions" / f"conll2003_{split}.txt"))
     assert gold == [[t for _, t in s] for s in SENTENCES]
     # Scoring the written file gives the reported numbers (the selected params').
-    scores = conlleval.entity_scores(gold, predicted)
+    scores = conll.entity_scores(gold, predicted)
     assert scores["f1"] == pytest.approx(report["eval"][split]["f1"])
   assert report["eval"]["dev"]["f1"] == report["best_epoch"]["value"]
 
@@ -86,5 +86,5 @@ def test_feature_based_taggers_are_selected_per_mode(setup, tmp_path):
   assert last["best_epoch"]["step"] in [e["step"] for e in last["epochs"]]
   assert os.listdir(tmp_path / "feature_last" / "checkpoints") == [str(last["best_epoch"]["step"])]
   gold, predicted = _read_conlleval(str(tmp_path / "predictions" / "conll2003_dev_last.txt"))
-  assert conlleval.entity_scores(gold, predicted)["f1"] == pytest.approx(last["f1"])
+  assert conll.entity_scores(gold, predicted)["f1"] == pytest.approx(last["f1"])
   assert np.isfinite(last["f1"])

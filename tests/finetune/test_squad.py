@@ -1,11 +1,9 @@
-"""SQuAD reading, sliding windows, span post-processing and the null-score rule."""
-import json
-
+"""SQuAD training features, sliding windows, span post-processing and the null-score rule."""
 import numpy as np
 import pytest
 
 from bertjax import paths
-from bertjax.evaluation import readers, squad_metrics
+from bertjax.evaluation import readers, squad as squad_eval
 from bertjax.finetune import squad
 from bertjax.finetune.tokenization import WordPiece
 
@@ -21,33 +19,15 @@ def tokenizer():
   return WordPiece.from_path(str(VOCAB))
 
 
-def _v2_file(tmp_path):
+def test_training_features_skip_unaligned_answers_and_point_impossible_ones_at_cls(tokenizer):
+  # As read from a file (tests/evaluation/test_squad.py): q2's answer did not match the
+  # context, so it has a gold text but no span; q3 is unanswerable.
   start = CONTEXT.index("Denver Broncos")
-  data = {"version": "v2.0", "data": [{"title": "SB", "paragraphs": [{"context": CONTEXT, "qas": [
-      {"id": "q1", "question": "Who won?", "is_impossible": False,
-       "answers": [{"text": "Denver Broncos", "answer_start": start},
-                   {"text": "Broncos", "answer_start": start + 7}]},
-      {"id": "q2", "question": "Where was it?", "is_impossible": False,
-       "answers": [{"text": "Levi's Stadium", "answer_start": 3}]},
-      {"id": "q3", "question": "Who sang?", "is_impossible": True, "answers": [],
-       "plausible_answers": [{"text": "Beyonce", "answer_start": 0}]}]}]}]}
-  path = tmp_path / "train-v2.0.json"
-  path.write_text(json.dumps(data, indent=1))
-  return str(path)
-
-
-def test_misaligned_answer_is_reported_and_question_kept_for_scoring(tmp_path, tokenizer):
-  path = _v2_file(tmp_path)
-  log = readers.SkipLog()
-  examples = squad.read_examples(path, log)
-  assert [e.qid for e in examples] == ["q1", "q2", "q3"]
-  assert len(log) == 1 and log.entries[0].path == path
-  # The line that holds "q2" in the indented JSON.
-  lines = open(path).read().split("\n")
-  assert '"q2"' in lines[log.entries[0].line - 1]
-  assert "does not match the context" in log.entries[0].reason
-  assert examples[1].answer_texts == ("Levi's Stadium",) and not examples[1].answer_spans
-  assert examples[2].is_impossible
+  examples = [
+      squad_eval.SquadExample("q1", "Who won?", CONTEXT, ("Denver Broncos", "Broncos"),
+                              ((start, start + 14), (start + 7, start + 14)), False, 0),
+      squad_eval.SquadExample("q2", "Where was it?", CONTEXT, ("Levi's Stadium",), (), False, 0),
+      squad_eval.SquadExample("q3", "Who sang?", CONTEXT, (), (), True, 0)]
   # Training drops q2 (no aligned answer); q3 trains towards [CLS].
   arrays = squad.convert_examples(examples, tokenizer, 64, 32, 16, training=True)
   assert sorted(set(arrays["example_index"].tolist())) == [0, 2]
@@ -64,7 +44,7 @@ def test_windows_and_max_context():
 
 
 def test_long_context_windows_label_the_answer_where_it_fits(tokenizer):
-  example = squad.SquadExample("q", "Who won?", CONTEXT, ("Carolina Panthers",),
+  example = squad_eval.SquadExample("q", "Who won?", CONTEXT, ("Carolina Panthers",),
                                ((CONTEXT.index("Carolina"), CONTEXT.index(" 24-10")),), False, 0)
   arrays = squad.convert_examples([example], tokenizer, max_seq_length=20, doc_stride=5,
                                   max_query_length=8, training=True)
@@ -84,7 +64,7 @@ def test_long_context_windows_label_the_answer_where_it_fits(tokenizer):
 
 
 def _features_for(tokenizer, question="Who won?"):
-  example = squad.SquadExample("q1", question, CONTEXT, ("Denver Broncos",), (), False, 0)
+  example = squad_eval.SquadExample("q1", question, CONTEXT, ("Denver Broncos",), (), False, 0)
   return [example], squad.convert_examples([example], tokenizer, 64, 32, 16, training=False)
 
 
@@ -110,14 +90,10 @@ def test_postprocess_picks_the_best_valid_span(tokenizer):
   assert squad.final_answers(preds, "1.1", null_threshold=-8.0)[0] == {"q1": "Denver Broncos"}
 
 
-def test_real_dev_split_and_oracle_logits_score_near_100(tokenizer):
-  path = squad.default_path()
-  log = readers.SkipLog()
-  examples = squad.read_examples(path, log)
-  assert len(examples) == 10570 and len({e.article for e in examples}) == 48 and not len(log)
-  train, held_out = squad.split_by_article(examples, 38)
-  assert {e.article for e in train} == set(range(38))
-  assert not {e.context for e in train} & {e.context for e in held_out}
+def test_oracle_logits_on_real_dev_score_near_100(tokenizer):
+  # The file's reading and split: tests/evaluation/test_squad.py.
+  examples = squad_eval.read_examples(squad_eval.default_path(), readers.SkipLog())
+  _, held_out = squad_eval.split_by_article(examples, 38)
   held_out = held_out[:150]
   # Oracle logits: +10 at the gold start / end of the first answer (training labels).
   feats = squad.convert_examples(held_out, tokenizer, 128, 64, 32, training=True)
@@ -128,5 +104,5 @@ def test_real_dev_split_and_oracle_logits_score_near_100(tokenizer):
   end[rows, feats["end_positions"]] += 10.0
   preds = squad.postprocess(held_out, feats, start, end)
   answers, _ = squad.final_answers(preds, "1.1")
-  report = squad_metrics.evaluate({e.qid: list(e.answer_texts) for e in held_out}, answers)
+  report = squad_eval.evaluate({e.qid: list(e.answer_texts) for e in held_out}, answers)
   assert report["exact"] > 97.0 and report["f1"] > 98.0

@@ -1,8 +1,8 @@
 """Text-to-text tasks (T5, Raffel et al. 2020): GLUE and SQuAD as text in, text out.
 
-Every task reads the official files through bertjax.finetune's readers, writes each
+Every task reads the official files through bertjax.evaluation's readers, writes each
 example as T5 does (Appendix D of the paper; t5.data.preprocessors.glue / stsb / squad)
-and scores decoded text with bertjax.finetune's metrics:
+and scores decoded text with bertjax.evaluation's metrics:
 
   sst2   "sst2 sentence: it 's a charming journey ."             -> "positive"
   mrpc   "mrpc sentence1: ... sentence2: ..."                      -> "equivalent"
@@ -37,8 +37,7 @@ import tensorflow as tf
 from bertjax import paths
 from bertjax.data import feature_converters as fc
 from bertjax.data.recipes import registry
-from bertjax.finetune import glue, squad
-from bertjax.evaluation import metrics, readers, squad_metrics
+from bertjax.evaluation import glue, metrics, readers, squad
 
 INVALID = -1
 _PREFIX = "t2t_"
@@ -154,8 +153,7 @@ def glue_metric_fn(task: str) -> Callable[..., dict]:
 def squad_metric_fn(targets, predictions) -> dict:
   """Official SQuAD v1.1 EM / F1 (as fractions), maximised over all gold answers."""
   golds = {str(i): list(t) for i, t in enumerate(targets)}
-  report = squad_metrics.evaluate(golds, {str(i): p for i, p in enumerate(predictions)},
-                                  version="1.1")
+  report = squad.evaluate(golds, {str(i): p for i, p in enumerate(predictions)}, version="1.1")
   return {"exact_match": report["exact"] / 100.0, "f1": report["f1"] / 100.0}
 
 

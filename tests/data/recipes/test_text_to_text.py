@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from bertjax import paths
 from bertjax.data.recipes import text_to_text as t2t
-from bertjax.finetune import glue
+from bertjax.evaluation import glue
 from tests.helpers import text_to_text as testlib
 
 DATA = paths.data_dir()

@@ -1,5 +1,9 @@
-"""SQuAD v1.1 / v2.0 scoring, following the official evaluation scripts' logic.
+"""SQuAD v1.1 / v2.0: reading the official JSON files and the official scoring.
 
+Reading: every question of a file, in file order, with all its gold answer texts and
+the character spans of those that match the context (`read_examples`).
+
+Scoring follows the official evaluation scripts' logic:
 * Answers are compared after normalisation: lower case, punctuation removed, the
   articles a/an/the removed, whitespace collapsed.
 * EM is 1 when the normalised prediction equals any normalised gold answer; F1 is the
@@ -9,12 +13,88 @@
   means "more likely unanswerable") per question, a prediction is replaced by "" when
   that score exceeds a threshold; `best_threshold` finds the threshold that maximises
   EM or F1 on a dev set (the official script's `best_f1_thresh`).
+
+Windows, features and span post-processing for a model: bertjax.finetune.squad.
 """
 import collections
+import dataclasses
+import json
+import os
 import re
 import string
 from typing import Mapping, Sequence
 
+from bertjax import paths
+from bertjax.evaluation import readers
+
+
+# ---------------------------------------------------------------------- reading
+@dataclasses.dataclass(frozen=True)
+class SquadExample:
+  qid: str
+  question: str
+  context: str
+  answer_texts: tuple[str, ...]            # all gold texts (scoring)
+  answer_spans: tuple[tuple[int, int], ...]  # aligned [start, end) char spans (training)
+  is_impossible: bool
+  article: int
+
+
+def default_path() -> str:
+  return os.path.join(paths.data_dir(), "squad", "dev-v1.1.json")
+
+
+def read_examples(path: str, skip_log: readers.SkipLog) -> list[SquadExample]:
+  """All questions of a SQuAD v1.1 / v2.0 JSON file, in file order.
+
+  An answer whose `answer_start` does not point at its text in the context is
+  reported (file, line, question id) and dropped from the training spans; its text
+  still counts as a gold answer for scoring, exactly as in the official evaluation.
+  """
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"No SQuAD file at {path!r}.")
+  with open(path, encoding="utf-8") as f:
+    raw = f.read()
+  try:
+    data = json.loads(raw)["data"]
+  except (json.JSONDecodeError, KeyError) as e:
+    raise ValueError(f"{path} is not a SQuAD JSON file (a top-level 'data' list): {e}") from e
+  examples = []
+  for article_index, article in enumerate(data):
+    for paragraph in article["paragraphs"]:
+      context = paragraph["context"]
+      for qa in paragraph["qas"]:
+        texts, spans = [], []
+        for answer in qa.get("answers", []):
+          text, start = answer["text"], answer["answer_start"]
+          texts.append(text)
+          if context[start:start + len(text)] == text:
+            spans.append((start, start + len(text)))
+          else:
+            skip_log.skip(path, _line_of(raw, qa["id"]),
+                          f"question {qa['id']}: answer {text!r} does not match the context "
+                          f"at answer_start={start} ({context[start:start + len(text)]!r})")
+        examples.append(SquadExample(qa["id"], qa["question"], context, tuple(texts),
+                                     tuple(spans), bool(qa.get("is_impossible", False)),
+                                     article_index))
+  return examples
+
+
+def _line_of(raw: str, qid: str) -> int:
+  """1-based line of a question id in the raw JSON (for error messages)."""
+  position = raw.find(f'"{qid}"')
+  return raw.count("\n", 0, max(position, 0)) + 1
+
+
+def split_by_article(examples: list[SquadExample],
+                     num_train_articles: int) -> tuple[list[SquadExample], list[SquadExample]]:
+  """(questions of the first N articles, questions of the rest): article-disjoint."""
+  train = [e for e in examples if e.article < num_train_articles]
+  held_out = [e for e in examples if e.article >= num_train_articles]
+  return train, held_out
+
+
+# ---------------------------------------------------------------------- scoring
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)
 

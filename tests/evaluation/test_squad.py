@@ -1,7 +1,58 @@
-"""SQuAD scoring reproduces the official v1.1 / v2.0 scripts on hand-checked cases."""
+"""SQuAD: reading the official JSON (misaligned answers reported, the real dev set split
+by article), and scoring that reproduces the official v1.1 / v2.0 scripts on
+hand-checked cases."""
+import json
+import os
+
 import pytest
 
-from bertjax.evaluation import squad_metrics as sm
+from bertjax.evaluation import readers, squad as sm
+
+CONTEXT = ("Super Bowl 50 was an American football game. The Denver Broncos defeated the "
+           "Carolina Panthers 24-10 at Levi's Stadium in Santa Clara, California.")
+
+
+def _v2_file(tmp_path):
+  start = CONTEXT.index("Denver Broncos")
+  data = {"version": "v2.0", "data": [{"title": "SB", "paragraphs": [{"context": CONTEXT, "qas": [
+      {"id": "q1", "question": "Who won?", "is_impossible": False,
+       "answers": [{"text": "Denver Broncos", "answer_start": start},
+                   {"text": "Broncos", "answer_start": start + 7}]},
+      {"id": "q2", "question": "Where was it?", "is_impossible": False,
+       "answers": [{"text": "Levi's Stadium", "answer_start": 3}]},
+      {"id": "q3", "question": "Who sang?", "is_impossible": True, "answers": [],
+       "plausible_answers": [{"text": "Beyonce", "answer_start": 0}]}]}]}]}
+  path = tmp_path / "train-v2.0.json"
+  path.write_text(json.dumps(data, indent=1))
+  return str(path)
+
+
+def test_misaligned_answer_is_reported_and_question_kept_for_scoring(tmp_path):
+  path = _v2_file(tmp_path)
+  log = readers.SkipLog()
+  examples = sm.read_examples(path, log)
+  assert [e.qid for e in examples] == ["q1", "q2", "q3"]
+  assert len(log) == 1 and log.entries[0].path == path
+  # The line that holds "q2" in the indented JSON.
+  lines = open(path).read().split("\n")
+  assert '"q2"' in lines[log.entries[0].line - 1]
+  assert "does not match the context" in log.entries[0].reason
+  assert examples[1].answer_texts == ("Levi's Stadium",) and not examples[1].answer_spans
+  assert examples[0].answer_spans == ((CONTEXT.index("Denver"), CONTEXT.index(" defeated")),
+                                      (CONTEXT.index("Broncos"), CONTEXT.index(" defeated")))
+  assert examples[2].is_impossible
+
+
+def test_real_dev_file_and_its_split_by_article():
+  path = sm.default_path()
+  if not os.path.exists(path):
+    pytest.skip("shared data folder absent")
+  log = readers.SkipLog()
+  examples = sm.read_examples(path, log)
+  assert len(examples) == 10570 and len({e.article for e in examples}) == 48 and not len(log)
+  train, held_out = sm.split_by_article(examples, 38)
+  assert {e.article for e in train} == set(range(38))
+  assert not {e.context for e in train} & {e.context for e in held_out}
 
 
 def test_normalisation_drops_case_punctuation_articles_and_spaces():
