@@ -3,6 +3,26 @@ import jax
 import numpy as np
 
 from bertjax.layers import kv_cache
+from tests.helpers import hf
+
+
+def seq2seq_batch(vocab_size: int, seed: int = 0) -> dict:
+  """A padded encoder batch and a padded decoder batch of other lengths."""
+  enc = hf.padded_batch(vocab_size, lengths=(11, 7, 3), seed=seed)
+  dec = hf.padded_batch(vocab_size, lengths=(5, 9, 2), seed=seed + 1)
+  return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
+          "decoder_input_ids": dec["input_ids"], "decoder_attention_mask": dec["attention_mask"]}
+
+
+# What every encoder-decoder parity row compares besides its decoder's output.
+ENCODER_AND_HIDDEN_STATES = ("encoder_last_hidden_state", "encoder_hidden_states",
+                             "decoder_hidden_states")
+
+
+def parity_batches(vocab_size: int) -> dict:
+  """`inputs` / `export_inputs` of an encoder-decoder parity row (seeds 0 and 5)."""
+  return {"inputs": [seq2seq_batch(vocab_size)],
+          "export_inputs": [seq2seq_batch(vocab_size, seed=5)]}
 
 
 def cached_vs_full_logits(module, params, input_ids, attention_mask, decoder_input_ids,
@@ -35,7 +55,8 @@ def cached_vs_full_logits(module, params, input_ids, attention_mask, decoder_inp
 
 
 def generate_both(torch_model, ours, input_ids, attention_mask, **kwargs):
-  """(transformers' generate, bertjax.inference.decoding.generate) token ids for the same settings."""
+  """(transformers' generate, bertjax.inference.decoding.generate) token ids for the same
+  settings."""
   import torch
   from bertjax.inference import decoding
   start = ours.config.decoder_start_token_id
