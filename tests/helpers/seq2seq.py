@@ -2,8 +2,9 @@
 import jax
 import numpy as np
 
+import bertjax
 from bertjax.layers import kv_cache
-from tests.helpers import hf
+from tests.helpers import hf, parity
 
 
 def seq2seq_batch(vocab_size: int, seed: int = 0) -> dict:
@@ -68,3 +69,25 @@ def generate_both(torch_model, ours, input_ids, attention_mask, **kwargs):
   got = decoding.generate(ours.module, ours.params, input_ids, attention_mask,
                           model_config=ours.config, **kwargs)
   return expected, got
+
+
+def assert_cached_decoding_equals_full(case: parity.Case, tmp_path, prompt_length: int,
+                                       decoder_length: int) -> None:
+  """The row's model decodes `decoder_length` random tokens with its caches (a prompt of
+  `prompt_length`, then one token a step) exactly as in one full pass."""
+  ours = bertjax.from_hf(parity.save_reference(case, tmp_path)[1])
+  vocab_size = case.config["vocab_size"]
+  inputs = seq2seq_batch(vocab_size)
+  decoder_ids = np.random.default_rng(0).integers(0, vocab_size, (3, decoder_length))
+  full, cached = cached_vs_full_logits(ours.module, ours.params, inputs["input_ids"],
+                                       inputs["attention_mask"], decoder_ids, prompt_length)
+  np.testing.assert_allclose(cached, full, rtol=0, atol=1e-5)
+
+
+def assert_generate_equals_reference(case: parity.Case, tmp_path, **settings) -> None:
+  """The row's model generates transformers' tokens (8 new ones) for the same settings."""
+  torch_model, path = parity.save_reference(case, tmp_path)
+  inputs = seq2seq_batch(case.config["vocab_size"], seed=2)
+  expected, got = generate_both(torch_model, bertjax.from_hf(path), inputs["input_ids"],
+                                inputs["attention_mask"], max_new_tokens=8, **settings)
+  np.testing.assert_array_equal(got, expected)

@@ -9,7 +9,6 @@ import bertjax
 from bertjax.models import bart
 from tests.helpers import hf as hf_helpers, parity
 from tests.helpers import seq2seq as seq2seq_helpers
-from tests.helpers.seq2seq import seq2seq_batch
 
 ODD_CONFIG = dict(vocab_size=93, d_model=24, encoder_layers=3, decoder_layers=2,
                   encoder_attention_heads=3, decoder_attention_heads=2, encoder_ffn_dim=37,
@@ -34,14 +33,12 @@ CASES = parity.table(*(case for scale in (False, True) for case in (
 test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 
 
-def reference(architecture: str, tmp_path):
-  """The row's model of `architecture` (unscaled embeddings) and its directory."""
-  return parity.save_reference(CASES[f"{architecture}-scale_embedding_False"], tmp_path)
+GENERATOR = CASES["BartForConditionalGeneration-scale_embedding_False"]
 
 
 def test_packed_rows_equal_separate_examples(tmp_path):
   """Packed examples (segment ids, restarting position ids) give their unpacked logits."""
-  _, path = reference("BartForConditionalGeneration", tmp_path)
+  _, path = parity.save_reference(GENERATOR, tmp_path)
   ours = bertjax.from_hf(path)
   rng = np.random.default_rng(0)
   enc = [rng.integers(3, 90, n) for n in (5, 4)]
@@ -58,7 +55,7 @@ def test_packed_rows_equal_separate_examples(tmp_path):
 
 
 def test_pre_norm_configs_are_refused(tmp_path):
-  _, path = reference("BartModel", tmp_path)
+  _, path = parity.save_reference(CASES["BartModel-scale_embedding_False"], tmp_path)
   config = (path / "config.json").read_text().replace(
       '"model_type"', '"normalize_before": true, "model_type"')
   (path / "config.json").write_text(config)
@@ -85,22 +82,10 @@ def test_parameter_counts_equal_reference(size):
 
 @pytest.mark.parametrize("prompt_length", [1, 3])
 def test_cached_decoding_equals_full_decoding(prompt_length, tmp_path):
-  _, path = reference("BartForConditionalGeneration", tmp_path)
-  ours = bertjax.from_hf(path)
-  inputs = seq2seq_batch(ODD_CONFIG["vocab_size"])
-  decoder_ids = np.random.default_rng(0).integers(0, ODD_CONFIG["vocab_size"], (3, 12))
-  full, cached = seq2seq_helpers.cached_vs_full_logits(
-      ours.module, ours.params, inputs["input_ids"], inputs["attention_mask"], decoder_ids,
-      prompt_length)
-  np.testing.assert_allclose(cached, full, rtol=0, atol=1e-5)
+  seq2seq_helpers.assert_cached_decoding_equals_full(GENERATOR, tmp_path, prompt_length,
+                                                     decoder_length=12)
 
 
 @pytest.mark.parametrize("settings", [dict(num_beams=1), dict(num_beams=3, length_penalty=0.7)])
 def test_generate_equals_reference_generate(settings, tmp_path):
-  torch_model, path = reference("BartForConditionalGeneration", tmp_path)
-  ours = bertjax.from_hf(path)
-  inputs = seq2seq_batch(ODD_CONFIG["vocab_size"], seed=2)
-  expected, got = seq2seq_helpers.generate_both(
-      torch_model, ours, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=8,
-      **settings)
-  np.testing.assert_array_equal(got, expected)
+  seq2seq_helpers.assert_generate_equals_reference(GENERATOR, tmp_path, **settings)

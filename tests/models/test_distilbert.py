@@ -92,8 +92,8 @@ def test_parameter_count_equals_reference():
 @pytest.mark.slow
 def test_distils_under_its_gin_recipe(tmp_path):
   """runs/distilbert_pretrain.gin + models/distilbert_base.gin + objectives/distilbert_distill.gin:
-  a 1-layer student initialised from a 2-layer BERT teacher (python -m bertjax.tools.distilbert_init's
-  checkpoint), teacher frozen, triple loss on the embedded corpus."""
+  a 1-layer student initialised from a 2-layer BERT teacher (the checkpoint of
+  python -m bertjax.tools.distilbert_init), teacher frozen, triple loss on the embedded corpus."""
   vocab = pretraining_helpers.VOCAB_SIZE
   config = dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                 intermediate_size=64, max_position_embeddings=66)

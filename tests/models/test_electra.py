@@ -76,7 +76,8 @@ def test_joint_model_shares_embeddings_and_replaces_only_masked_tokens():
   assert out["generator_logits"].shape == (3, 12, TINY.vocab_size)
   assert out["discriminator_logits"].shape == (3, 12)
   masked = batch["mlm_weights"] > 0
-  np.testing.assert_array_equal(np.asarray(out["corrupted_ids"])[~masked], batch["input_ids"][~masked])
+  np.testing.assert_array_equal(np.asarray(out["corrupted_ids"])[~masked],
+                                batch["input_ids"][~masked])
   assert not np.asarray(out["replaced"])[~masked].any()
   # Label = "differs from the original", so a correct sample is labelled original.
   expected = np.where(masked, np.asarray(out["corrupted_ids"]) != batch["mlm_targets"], False)
@@ -91,7 +92,8 @@ def test_discriminator_export_loads_in_transformers(tmp_path):
   bertjax.to_hf(hf_electra.export_discriminator(TINY, params), tmp_path / "disc")
   reloaded = transformers.ElectraForPreTraining.from_pretrained(tmp_path / "disc").eval()
   batch = _joint_batch(seed=1)
-  ours = jax.jit(lambda p: model.apply({"params": p}, **batch))(params)  # fixed sampling key without a 'sample' rng
+  # Without a 'sample' rng the sampling key is fixed.
+  ours = jax.jit(lambda p: model.apply({"params": p}, **batch))(params)
   inputs = {"input_ids": np.asarray(ours["corrupted_ids"]),
             "attention_mask": batch["attention_mask"]}
   theirs = hf_helpers.torch_outputs(reloaded, inputs)
@@ -101,7 +103,7 @@ def test_discriminator_export_loads_in_transformers(tmp_path):
   bertjax.to_hf(hf_electra.export_generator(TINY, params), tmp_path / "gen")
   generator = transformers.ElectraForMaskedLM.from_pretrained(tmp_path / "gen").eval()
   assert generator.config.hidden_size == 16
-  gen_logits = hf_helpers.torch_outputs(generator, {k: batch[k] for k in ("input_ids", "attention_mask")})
+  gen_logits = hf_helpers.torch_outputs(generator, {k: batch[k] for k in inputs})
   assert np.abs(gen_logits["logits"] - np.asarray(ours["generator_logits"])).max() <= 1e-5
 
 

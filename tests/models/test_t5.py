@@ -39,9 +39,9 @@ CASES = parity.table(*(case for version in sorted(VERSIONS) for case in (
 test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 
 
-def reference(version: str, tmp_path):
-  """The T5ForConditionalGeneration row's model of `version` and its directory."""
-  return parity.save_reference(CASES[f"T5ForConditionalGeneration-{version}"], tmp_path)
+def generator(version: str) -> parity.Case:
+  """The T5ForConditionalGeneration row of `version`."""
+  return CASES[f"T5ForConditionalGeneration-{version}"]
 
 
 def test_relative_buckets_equal_reference():
@@ -76,7 +76,7 @@ def test_untied_v1_1_head_round_trips(tmp_path):
 
 def test_packed_rows_equal_separate_examples(tmp_path):
   """Two examples packed in one row (segment ids) give the logits they give alone."""
-  _, path = reference("v1_1", tmp_path)
+  _, path = parity.save_reference(generator("v1_1"), tmp_path)
   ours = bertjax.from_hf(path)
   rng = np.random.default_rng(0)
   enc = [rng.integers(2, 90, n) for n in (5, 4)]
@@ -95,7 +95,7 @@ def test_packed_rows_equal_separate_examples(tmp_path):
 
 
 def test_dropout_uses_explicit_rng(tmp_path):
-  _, path = reference("v1_0", tmp_path)
+  _, path = parity.save_reference(generator("v1_0"), tmp_path)
   ours = bertjax.from_hf(path)
   inputs = seq2seq_batch(ODD_CONFIG["vocab_size"])
   run = jax.jit(lambda key: ours.module.apply(
@@ -126,23 +126,11 @@ def test_parameter_counts_equal_reference(size):
 
 @pytest.mark.parametrize("version,prompt_length", [("v1_0", 1), ("v1_0", 3), ("v1_1", 1)])
 def test_cached_decoding_equals_full_decoding(version, prompt_length, tmp_path):
-  _, path = reference(version, tmp_path)
-  ours = bertjax.from_hf(path)
-  inputs = seq2seq_batch(ODD_CONFIG["vocab_size"])
   # Decoding runs past the relative-bias max distance (20) so far buckets are used too.
-  decoder_ids = np.random.default_rng(0).integers(0, ODD_CONFIG["vocab_size"], (3, 26))
-  full, cached = seq2seq_helpers.cached_vs_full_logits(
-      ours.module, ours.params, inputs["input_ids"], inputs["attention_mask"], decoder_ids,
-      prompt_length)
-  np.testing.assert_allclose(cached, full, rtol=0, atol=1e-5)
+  seq2seq_helpers.assert_cached_decoding_equals_full(generator(version), tmp_path, prompt_length,
+                                                     decoder_length=26)
 
 
 @pytest.mark.parametrize("settings", [dict(num_beams=1), dict(num_beams=3, length_penalty=0.7)])
 def test_generate_equals_reference_generate(settings, tmp_path):
-  torch_model, path = reference("v1_1", tmp_path)
-  ours = bertjax.from_hf(path)
-  inputs = seq2seq_batch(ODD_CONFIG["vocab_size"], seed=2)
-  expected, got = seq2seq_helpers.generate_both(
-      torch_model, ours, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=8,
-      **settings)
-  np.testing.assert_array_equal(got, expected)
+  seq2seq_helpers.assert_generate_equals_reference(generator("v1_1"), tmp_path, **settings)
