@@ -38,7 +38,7 @@ class Case:
   min_std: float = 0.1
   # Dotted attribute / key of the loaded bertjax model -> its expected value (or MISSING).
   expect: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-  # Attribute of the reloaded transformers config -> its expected value.
+  # Dotted attribute of the reloaded transformers config -> its expected value.
   expect_exported: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   carries_memory: bool = False  # each batch reads the previous batch's `mems` (XLNet)
   training_mode: bool = False  # also compared in training mode (dropout 0; BigBird's plans)
@@ -89,10 +89,14 @@ def save_reference(case: Case, directory):
 def check(case: Case, tmp_path) -> None:
   reference, path = save_reference(case, tmp_path)
   ours = bertjax.from_hf(path)
-  assert ours.architecture == case.model_class.__name__
-  for dotted, value in case.expect.items():
-    assert lookup(ours, dotted) == value, (dotted, lookup(ours, dotted), value)
+  calls = check_loaded(case, reference, ours)
+  check_exported(case, reference, ours, calls, tmp_path / "exported")
 
+
+def check_loaded(case: Case, reference, ours) -> list[tuple[dict, dict]]:
+  """bertjax's copy of `reference` gives its outputs; returns the compared calls."""
+  assert ours.architecture == case.model_class.__name__
+  assert_expected(ours, case.expect)
   calls = reference_calls(case, reference, case.inputs)
   for inputs, expected in calls:
     got = ours(**inputs, **case.call_kwargs)
@@ -107,17 +111,21 @@ def check(case: Case, tmp_path) -> None:
                    hf.torch_outputs(reference, inputs, **case.call_kwargs), case.outputs,
                    case.tolerance)
     reference.eval()
+  return calls
 
-  bertjax.to_hf(ours, tmp_path / "exported")
-  reloaded = case.model_class.from_pretrained(tmp_path / "exported").eval()
-  for attribute, value in case.expect_exported.items():
-    assert getattr(reloaded.config, attribute) == value, (attribute, value)
+
+def check_exported(case: Case, reference, ours, calls, path) -> None:
+  """`to_hf(ours)` loads in transformers with `reference`'s outputs, and from_hf reads it back
+  to the same parameters."""
+  bertjax.to_hf(ours, path)
+  reloaded = case.model_class.from_pretrained(path).eval()
+  assert_expected(reloaded.config, case.expect_exported)
   if case.export_inputs is not None:
     calls = reference_calls(case, reference, case.export_inputs)
   for inputs, expected in calls:
     assert_close(hf.torch_outputs(reloaded, inputs, **case.call_kwargs), expected, case.outputs,
                  case.export_tolerance)
-  again = bertjax.from_hf(tmp_path / "exported")
+  again = bertjax.from_hf(path)
   assert all(jax.tree.leaves(jax.tree.map(np.array_equal, ours.params, again.params)))
 
 
@@ -137,6 +145,15 @@ def assert_close(got: dict, expected: dict, keys, tolerance: float) -> None:
   assert all(ours == theirs for ours, theirs in shapes.values()), shapes
   diffs = hf.max_abs_diff(got, expected, keys)
   assert max(diffs.values()) <= tolerance, diffs
+
+
+def assert_expected(obj, expectations: Mapping[str, Any]) -> None:
+  for dotted, value in expectations.items():
+    found = lookup(obj, dotted)
+    if value is MISSING:
+      assert found is MISSING, f"{dotted} exists"
+    else:
+      assert found == value, f"{dotted} is {found!r}, expected {value!r}"
 
 
 def lookup(obj, dotted: str):
