@@ -1,4 +1,4 @@
-"""BigBird equals transformers' BigBirdForMaskedLM / BigBirdModel (block-sparse, random
+"""BigBird equals transformers' BigBirdForMaskedLM / ForPreTraining / Model (block-sparse, random
 weights, non-default sizes), in eval mode (random blocks at block 0) and in training mode
 (numpy plan seeded by the layer index), through from_hf / to_hf."""
 import jax
@@ -25,6 +25,9 @@ CASES = parity.table(
                 export_inputs=[hf_helpers.padded_batch(101, lengths=(44, 40), seed=3)],
                 expect={"family.name": "big_bird", "config.attention.eval_plan": "zeros"},
                 expect_exported={"attention_type": "block_sparse", "block_size": 4}),
+    parity.Case(transformers.BigBirdForPreTraining, ODD_CONFIG,
+                ("prediction_logits", "seq_relationship_logits", "hidden_states"),
+                [hf_helpers.padded_batch(101, lengths=(48, 30, 41))]),
     # Padded 45 -> 48 (sparse); 30 <= 36 (full attention).
     parity.Case(transformers.BigBirdModel, ODD_CONFIG, ("last_hidden_state", "pooler_output"),
                 [hf_helpers.padded_batch(101, lengths=(45, 38, 20), seed=3),
