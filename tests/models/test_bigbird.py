@@ -1,17 +1,14 @@
-"""BigBird equals transformers' BigBirdForMaskedLM / BigBirdModel (block-sparse, random
+"""BigBird equals transformers' BigBirdForMaskedLM / ForPreTraining / Model (block-sparse, random
 weights, non-default sizes), in eval mode (random blocks at block 0) and in training mode
 (numpy plan seeded by the layer index), through from_hf / to_hf."""
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
-import torch
 import transformers
 
-import bertjax
 from bertjax.layers.long_attention import sparse
 from bertjax.models import bert, bigbird
-from tests.helpers import hf as hf_helpers
+from tests.helpers import hf as hf_helpers, parity
 
 # 4-token blocks, 2 random blocks: block-sparse runs above (5 + 2 * 2) * 4 = 36 tokens.
 ODD_CONFIG = dict(vocab_size=101, hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -20,51 +17,23 @@ ODD_CONFIG = dict(vocab_size=101, hidden_size=48, num_hidden_layers=2, num_atten
                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
-def reference(cls, tmp_path, seed: int = 0):
-  torch.manual_seed(seed)
-  model = hf_helpers.redraw_weights(cls(transformers.BigBirdConfig(**ODD_CONFIG)), seed)
-  model.save_pretrained(tmp_path / cls.__name__)
-  return model, tmp_path / cls.__name__
-
-
-def test_masked_lm_matches_transformers_eval_and_train(tmp_path):
-  torch_model, path = reference(transformers.BigBirdForMaskedLM, tmp_path)
-  ours = bertjax.from_hf(path)
-  assert ours.family.name == "big_bird" and ours.config.attention.eval_plan == "zeros"
-  inputs = hf_helpers.padded_batch(101, lengths=(48, 30, 41))  # 12 blocks, padded rows
-  expected = hf_helpers.torch_outputs(torch_model, inputs, output_hidden_states=True)
-  got = ours(**inputs, output_hidden_states=True)
-  diffs = hf_helpers.max_abs_diff(got, expected, ("logits", "hidden_states"))
-  assert max(diffs.values()) <= 1e-4, diffs
-  assert np.std(got["logits"]) > 0.1
-
-  # Training mode (dropout 0): every layer's own seeded random plan.
-  expected = hf_helpers.torch_outputs(torch_model.train(), inputs)["logits"]
-  got = ours.module.apply({"params": ours.params},
-                          **{k: jnp.asarray(v) for k, v in inputs.items()}, deterministic=False)
-  assert np.abs(np.asarray(got["logits"]) - expected).max() <= 1e-4
-
-
-def test_model_pads_to_block_multiple_and_falls_back_when_short(tmp_path):
-  torch_model, path = reference(transformers.BigBirdModel, tmp_path, seed=1)
-  ours = bertjax.from_hf(path)
-  for lengths in ((45, 38, 20), (30, 12)):  # padded 45 -> 48 (sparse); 30 <= 36 (full)
-    inputs = hf_helpers.padded_batch(101, lengths=lengths, seed=len(lengths))
-    expected = hf_helpers.torch_outputs(torch_model, inputs)
-    diffs = hf_helpers.max_abs_diff(ours(**inputs), expected,
-                                    ("last_hidden_state", "pooler_output"))
-    assert max(diffs.values()) <= 1e-4, (lengths, diffs)
-
-
-def test_export_round_trip_loads_in_transformers(tmp_path):
-  torch_model, path = reference(transformers.BigBirdForMaskedLM, tmp_path, seed=2)
-  bertjax.to_hf(bertjax.from_hf(path), tmp_path / "exported")
-  reloaded = transformers.BigBirdForMaskedLM.from_pretrained(tmp_path / "exported").eval()
-  assert reloaded.config.attention_type == "block_sparse" and reloaded.config.block_size == 4
-  inputs = hf_helpers.padded_batch(101, lengths=(44, 40), seed=3)
-  diffs = hf_helpers.max_abs_diff(hf_helpers.torch_outputs(reloaded, inputs),
-                                  hf_helpers.torch_outputs(torch_model, inputs), ("logits",))
-  assert max(diffs.values()) <= 1e-5, diffs
+CASES = parity.table(
+    # 12 blocks, padded rows; in eval mode (random blocks at block 0) and in training mode
+    # (dropout 0: every layer's own seeded random plan).
+    parity.Case(transformers.BigBirdForMaskedLM, ODD_CONFIG, ("logits", "hidden_states"),
+                [hf_helpers.padded_batch(101, lengths=(48, 30, 41))], training_mode=True,
+                export_inputs=[hf_helpers.padded_batch(101, lengths=(44, 40), seed=3)],
+                expect={"family.name": "big_bird", "config.attention.eval_plan": "zeros"},
+                expect_exported={"attention_type": "block_sparse", "block_size": 4}),
+    parity.Case(transformers.BigBirdForPreTraining, ODD_CONFIG,
+                ("prediction_logits", "seq_relationship_logits", "hidden_states"),
+                [hf_helpers.padded_batch(101, lengths=(48, 30, 41))]),
+    # Padded 45 -> 48 (sparse); 30 <= 36 (full attention).
+    parity.Case(transformers.BigBirdModel, ODD_CONFIG, ("last_hidden_state", "pooler_output"),
+                [hf_helpers.padded_batch(101, lengths=(45, 38, 20), seed=3),
+                 hf_helpers.padded_batch(101, lengths=(30, 12), seed=2)], seed=1),
+)
+test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 
 
 def test_sizes_and_any_bert_encoder_takes_the_attention():

@@ -12,7 +12,7 @@ from transformers.models.deberta_v2 import modeling_deberta_v2
 import bertjax
 from bertjax.models.deberta import relative
 from bertjax.models import bert, deberta
-from tests.helpers import hf as hf_helpers
+from tests.helpers import hf as hf_helpers, parity
 
 BASE = dict(vocab_size=101, hidden_size=48, num_hidden_layers=3, num_attention_heads=3,
             intermediate_size=37, max_position_embeddings=40, relative_attention=True)
@@ -34,56 +34,25 @@ VARIANTS = {
                             max_relative_positions=20, position_biased_input=False,
                             embedding_size=24)),
 }
+# version -> (the transformers encoder, its masked LM)
+HF_CLASSES = {1: (transformers.DebertaModel, transformers.DebertaForMaskedLM),
+              2: (transformers.DebertaV2Model, transformers.DebertaV2ForMaskedLM)}
 
 
-def hf_classes(version):
-  if version == 1:
-    return transformers.DebertaConfig, transformers.DebertaModel, transformers.DebertaForMaskedLM
-  return (transformers.DebertaV2Config, transformers.DebertaV2Model,
-          transformers.DebertaV2ForMaskedLM)
+def deberta_case(variant: str, masked_lm: bool) -> parity.Case:
+  version, config = VARIANTS[variant]
+  # Token types only where the config has a token-type table.
+  batches = parity.encoder_batches(BASE["vocab_size"],
+                                   type_vocab_size=config.get("type_vocab_size", 0))
+  return parity.Case(HF_CLASSES[version][masked_lm], config,
+                     ("logits" if masked_lm else "last_hidden_state", "hidden_states"),
+                     name=f"{variant}-{'ForMaskedLM' if masked_lm else 'Model'}",
+                     expect={"config.version": version}, **batches)
 
 
-def reference(variant, masked_lm, tmp_path, seed=0):
-  version, kwargs = VARIANTS[variant]
-  config_cls, model_cls, mlm_cls = hf_classes(version)
-  model = hf_helpers.redraw_weights((mlm_cls if masked_lm else model_cls)(config_cls(**kwargs)), seed)
-  path = tmp_path / f"{variant}_{masked_lm}"
-  model.save_pretrained(path)
-  return model, path
-
-
-def _type_vocab(variant):
-  return VARIANTS[variant][1].get("type_vocab_size", 0) or 1
-
-
-@pytest.mark.parametrize("masked_lm", [False, True], ids=["Model", "ForMaskedLM"])
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_matches_transformers_on_padded_batch(variant, masked_lm, tmp_path):
-  torch_model, path = reference(variant, masked_lm, tmp_path)
-  ours = bertjax.from_hf(path)
-  assert ours.architecture == type(torch_model).__name__
-  assert ours.config.version == VARIANTS[variant][0]
-  inputs = hf_helpers.padded_batch(BASE["vocab_size"], type_vocab_size=_type_vocab(variant))
-  if not VARIANTS[variant][1].get("type_vocab_size"):
-    del inputs["token_type_ids"]
-  expected = hf_helpers.torch_outputs(torch_model, inputs, output_hidden_states=True)
-  got = ours(**inputs, output_hidden_states=True)
-  keys = ("logits" if masked_lm else "last_hidden_state", "hidden_states")
-  diffs = hf_helpers.max_abs_diff(got, expected, keys)
-  assert max(diffs.values()) <= 1e-4, diffs
-  assert np.std(got[keys[0]]) > 0.1
-
-
-@pytest.mark.parametrize("variant", ["v1", "v3"])
-def test_export_round_trip_loads_in_transformers(variant, tmp_path):
-  torch_model, path = reference(variant, True, tmp_path, seed=1)
-  ours = bertjax.from_hf(path)
-  bertjax.to_hf(ours, tmp_path / "exported")
-  reloaded = type(torch_model).from_pretrained(tmp_path / "exported").eval()
-  inputs = hf_helpers.padded_batch(BASE["vocab_size"], type_vocab_size=_type_vocab(variant), seed=5)
-  diffs = hf_helpers.max_abs_diff(hf_helpers.torch_outputs(reloaded, inputs),
-                                  hf_helpers.torch_outputs(torch_model, inputs), ("logits",))
-  assert diffs["logits"] <= 1e-5, diffs
+CASES = parity.table(*(deberta_case(variant, masked_lm) for variant in sorted(VARIANTS)
+                       for masked_lm in (False, True)))
+test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 
 
 @pytest.mark.parametrize("bucket_size,max_position", [(4, 16), (6, 20), (256, 512), (32, 128)])
@@ -215,13 +184,10 @@ HF_SIZES = {  # our size constructor -> the released checkpoint's config.json va
 @pytest.mark.parametrize("size", sorted(HF_SIZES))
 def test_parameter_counts_equal_reference(size):
   cfg = deberta.SIZES[size]()
-  ours = jax.eval_shape(lambda: bert.init_params(deberta.DebertaForMaskedLM(cfg),
-                                                 jax.random.PRNGKey(0)))
+  masked_lm = deberta.DebertaForMaskedLM(cfg)
   config_cls, kwargs = HF_SIZES[size]
-  with torch.device("meta"):
-    reference_model = (transformers.DebertaForMaskedLM if cfg.version == 1 else
-                       transformers.DebertaV2ForMaskedLM)(config_cls(
-        hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
-        num_attention_heads=cfg.num_heads, intermediate_size=cfg.intermediate_size, **kwargs))
-  assert (sum(x.size for x in jax.tree.leaves(ours))
-          == sum(p.numel() for p in reference_model.parameters()))
+  hf_config = config_cls(hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
+                         num_attention_heads=cfg.num_heads,
+                         intermediate_size=cfg.intermediate_size, **kwargs)
+  assert (hf_helpers.parameter_count(lambda: bert.init_params(masked_lm, jax.random.PRNGKey(0)))
+          == hf_helpers.reference_parameter_count(HF_CLASSES[cfg.version][1], hf_config))

@@ -4,7 +4,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
 import transformers
 
 import bertjax
@@ -12,60 +11,27 @@ from bertjax import checkpoints
 from bertjax.models import bert, distilbert
 from bertjax.models.common import distillation
 from bertjax.tools import distilbert_init
-from tests.helpers import hf as hf_helpers, pretraining as pretraining_helpers
+from tests.helpers import hf as hf_helpers, parity, pretraining as pretraining_helpers
 
 ODD_CONFIG = dict(vocab_size=101, dim=48, n_layers=3, n_heads=3, hidden_dim=37,
                   max_position_embeddings=40, dropout=0.1, attention_dropout=0.1)
 
-ARCHITECTURES = {
-    "DistilBertModel": (transformers.DistilBertModel, ("last_hidden_state",)),
-    "DistilBertForMaskedLM": (transformers.DistilBertForMaskedLM, ("logits",)),
-}
-
-
-def reference(architecture: str, tmp_path, seed: int = 0):
-  cls, _ = ARCHITECTURES[architecture]
-  torch.manual_seed(seed)
-  model = hf_helpers.redraw_weights(cls(transformers.DistilBertConfig(**ODD_CONFIG)), seed)
-  model.save_pretrained(tmp_path / architecture)
-  return model, tmp_path / architecture
-
-
-def batch(seed: int = 0) -> dict:
-  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], seed=seed)
-  del inputs["token_type_ids"]  # DistilBERT has no segment embeddings
-  return inputs
-
-
-@pytest.mark.parametrize("architecture", sorted(ARCHITECTURES))
-def test_matches_transformers_on_padded_batch(architecture, tmp_path):
-  torch_model, path = reference(architecture, tmp_path)
-  ours = bertjax.from_hf(path)
-  assert ours.architecture == architecture and ours.config.num_layers == 3
-  expected = hf_helpers.torch_outputs(torch_model, batch(), output_hidden_states=True)
-  got = ours(**batch(), output_hidden_states=True)
-  keys = ARCHITECTURES[architecture][1] + ("hidden_states",)
-  diffs = hf_helpers.max_abs_diff(got, expected, keys)
-  assert max(diffs.values()) <= 1e-4, diffs
-  assert np.std(got[keys[0]]) > 0.1
-  assert "pooler_output" not in got
-
-
-def test_export_round_trip_loads_in_transformers(tmp_path):
-  torch_model, path = reference("DistilBertForMaskedLM", tmp_path, seed=1)
-  bertjax.to_hf(bertjax.from_hf(path), tmp_path / "exported")
-  reloaded = transformers.DistilBertForMaskedLM.from_pretrained(tmp_path / "exported").eval()
-  diffs = hf_helpers.max_abs_diff(hf_helpers.torch_outputs(reloaded, batch(5)),
-                                  hf_helpers.torch_outputs(torch_model, batch(5)), ("logits",))
-  assert max(diffs.values()) <= 1e-5, diffs
+# No token_type_ids: DistilBERT has no segment embeddings.
+DISTILBERT = dict(expect={"config.num_layers": 3},
+                  **parity.encoder_batches(ODD_CONFIG["vocab_size"], type_vocab_size=0))
+CASES = parity.table(
+    parity.Case(transformers.DistilBertModel, ODD_CONFIG, ("last_hidden_state", "hidden_states"),
+                **DISTILBERT),
+    parity.Case(transformers.DistilBertForMaskedLM, ODD_CONFIG, ("logits", "hidden_states"),
+                **DISTILBERT),
+)
+test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 
 
 def bert_teacher(tmp_path, layers: int = 4):
-  config = transformers.BertConfig(vocab_size=101, hidden_size=48, num_hidden_layers=layers,
-                                   num_attention_heads=3, intermediate_size=37,
-                                   max_position_embeddings=40)
-  torch.manual_seed(0)
-  model = hf_helpers.redraw_weights(transformers.BertForMaskedLM(config), std=0.1)
+  config = dict(vocab_size=101, hidden_size=48, num_hidden_layers=layers, num_attention_heads=3,
+                intermediate_size=37, max_position_embeddings=40)
+  model = hf_helpers.reference_model(transformers.BertForMaskedLM, config, std=0.1)
   model.save_pretrained(tmp_path / "teacher")
   return bertjax.from_hf(tmp_path / "teacher")
 
@@ -88,7 +54,7 @@ def test_student_with_all_teacher_layers_reproduces_teacher(tmp_path):
   student_params = distilbert.student_params_from_teacher(teacher.params, layers=range(4))
   cfg = distilbert.student_config(teacher.config, num_layers=4)
   student = distilbert.DistilBertForMaskedLM(cfg)
-  inputs = batch()
+  inputs = DISTILBERT["inputs"][0]
   got = jax.jit(lambda p: student.apply({"params": p}, inputs["input_ids"],
                                         inputs["attention_mask"])["logits"])(student_params)
   expected = teacher(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
@@ -101,7 +67,7 @@ def test_student_teacher_pair_freezes_teacher_gradients(tmp_path):
   pair = distillation.StudentTeacher(distilbert.DistilBertForMaskedLM(cfg), teacher.module)
   params = {"student": distilbert.student_params_from_teacher(teacher.params),
             "teacher": teacher.params}
-  inputs = batch()
+  inputs = DISTILBERT["inputs"][0]
 
   def loss(p):
     out = pair.apply({"params": p}, inputs["input_ids"],
@@ -117,26 +83,21 @@ def test_student_teacher_pair_freezes_teacher_gradients(tmp_path):
 
 
 def test_parameter_count_equals_reference():
-  cfg = distilbert.distilbert_base()
-  ours = jax.eval_shape(lambda: bert.init_params(distilbert.DistilBertForMaskedLM(cfg),
-                                                 jax.random.PRNGKey(0)))
-  with torch.device("meta"):
-    reference_model = transformers.DistilBertForMaskedLM(transformers.DistilBertConfig())
-  assert (sum(x.size for x in jax.tree_util.tree_leaves(ours))
-          == sum(p.numel() for p in reference_model.parameters()))
+  student = distilbert.DistilBertForMaskedLM(distilbert.distilbert_base())
+  assert (hf_helpers.parameter_count(lambda: bert.init_params(student, jax.random.PRNGKey(0)))
+          == hf_helpers.reference_parameter_count(transformers.DistilBertForMaskedLM,
+                                                  transformers.DistilBertConfig()))
 
 
 @pytest.mark.slow
 def test_distils_under_its_gin_recipe(tmp_path):
   """runs/distilbert_pretrain.gin + models/distilbert_base.gin + objectives/distilbert_distill.gin:
-  a 1-layer student initialised from a 2-layer BERT teacher (python -m bertjax.tools.distilbert_init's
-  checkpoint), teacher frozen, triple loss on the embedded corpus."""
+  a 1-layer student initialised from a 2-layer BERT teacher (the checkpoint of
+  python -m bertjax.tools.distilbert_init), teacher frozen, triple loss on the embedded corpus."""
   vocab = pretraining_helpers.VOCAB_SIZE
-  config = transformers.BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2,
-                                   num_attention_heads=2, intermediate_size=64,
-                                   max_position_embeddings=66)
-  torch.manual_seed(0)
-  hf_helpers.redraw_weights(transformers.BertForMaskedLM(config), std=0.3).save_pretrained(
+  config = dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                intermediate_size=64, max_position_embeddings=66)
+  hf_helpers.reference_model(transformers.BertForMaskedLM, config, std=0.3).save_pretrained(
       tmp_path / "teacher")
   student_cfg, layers = distilbert_init.write_init_checkpoint(str(tmp_path / "teacher"),
                                                          str(tmp_path / "init"))

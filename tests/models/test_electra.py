@@ -6,68 +6,34 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
 import transformers
 
 import bertjax
 from bertjax.models.electra import hf as hf_electra
 from bertjax.models import bert, electra
-from tests.helpers import hf as hf_helpers
+from tests.helpers import hf as hf_helpers, parity
 
 # E != H exercises embeddings_project; odd sizes catch transposed / reshaped kernels.
 ODD_CONFIG = dict(vocab_size=101, embedding_size=20, hidden_size=48, num_hidden_layers=3,
                   num_attention_heads=3, intermediate_size=37, max_position_embeddings=40,
                   type_vocab_size=3, hidden_act="gelu_new")
 
-ARCHITECTURES = {
-    "ElectraModel": (transformers.ElectraModel, ("last_hidden_state",)),
-    "ElectraForPreTraining": (transformers.ElectraForPreTraining, ("logits",)),
-    "ElectraForMaskedLM": (transformers.ElectraForMaskedLM, ("logits",)),
-}
-
-
-def reference(architecture, tmp_path, seed=0, **overrides):
-  cls, _ = ARCHITECTURES[architecture]
-  model = hf_helpers.redraw_weights(cls(transformers.ElectraConfig(**{**ODD_CONFIG, **overrides})),
-                                    seed)
-  model.save_pretrained(tmp_path / architecture)
-  return model, tmp_path / architecture
-
-
-@pytest.mark.parametrize("architecture", sorted(ARCHITECTURES))
-def test_matches_transformers_on_padded_batch(architecture, tmp_path):
-  torch_model, path = reference(architecture, tmp_path)
-  ours = bertjax.from_hf(path)
-  assert ours.architecture == architecture
-  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3)
-  expected = hf_helpers.torch_outputs(torch_model, inputs, output_hidden_states=True)
-  got = ours(**inputs, output_hidden_states=True)
-  keys = ARCHITECTURES[architecture][1] + ("hidden_states",)
-  diffs = hf_helpers.max_abs_diff(got, expected, keys)
-  assert max(diffs.values()) <= 1e-4, diffs
-  assert np.std(got[keys[0]]) > 0.1
-
-
-def test_equal_embedding_and_hidden_size_has_no_projection(tmp_path):
-  torch_model, path = reference("ElectraForPreTraining", tmp_path, embedding_size=48)
-  ours = bertjax.from_hf(path)
-  assert "embeddings_project" not in ours.params["electra"]
-  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=2)
-  diffs = hf_helpers.max_abs_diff(ours(**inputs), hf_helpers.torch_outputs(torch_model, inputs),
-                                  ("logits",))
-  assert diffs["logits"] <= 1e-4, diffs
-
-
-@pytest.mark.parametrize("architecture", ["ElectraForPreTraining", "ElectraForMaskedLM"])
-def test_export_round_trip_loads_in_transformers(architecture, tmp_path):
-  torch_model, path = reference(architecture, tmp_path, seed=1)
-  ours = bertjax.from_hf(path)
-  bertjax.to_hf(ours, tmp_path / "exported")
-  reloaded = ARCHITECTURES[architecture][0].from_pretrained(tmp_path / "exported").eval()
-  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=5)
-  diffs = hf_helpers.max_abs_diff(hf_helpers.torch_outputs(reloaded, inputs),
-                                  hf_helpers.torch_outputs(torch_model, inputs), ("logits",))
-  assert diffs["logits"] <= 1e-5, diffs
+ELECTRA = parity.encoder_batches(ODD_CONFIG["vocab_size"], type_vocab_size=3)
+CASES = parity.table(
+    parity.Case(transformers.ElectraModel, ODD_CONFIG, ("last_hidden_state", "hidden_states"),
+                **ELECTRA),
+    parity.Case(transformers.ElectraForPreTraining, ODD_CONFIG, ("logits", "hidden_states"),
+                **ELECTRA),
+    parity.Case(transformers.ElectraForMaskedLM, ODD_CONFIG, ("logits", "hidden_states"),
+                **ELECTRA),
+    # Equal embedding and hidden sizes: no embeddings_project at all.
+    parity.Case(transformers.ElectraForPreTraining, dict(ODD_CONFIG, embedding_size=48),
+                ("logits", "hidden_states"),
+                [hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=2)],
+                name="ElectraForPreTraining-no_projection",
+                expect={"params.electra.embeddings_project": parity.MISSING}),
+)
+test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 
 
 TINY = electra.ElectraConfig(vocab_size=61, embedding_size=16, hidden_size=32, num_layers=2,
@@ -110,7 +76,8 @@ def test_joint_model_shares_embeddings_and_replaces_only_masked_tokens():
   assert out["generator_logits"].shape == (3, 12, TINY.vocab_size)
   assert out["discriminator_logits"].shape == (3, 12)
   masked = batch["mlm_weights"] > 0
-  np.testing.assert_array_equal(np.asarray(out["corrupted_ids"])[~masked], batch["input_ids"][~masked])
+  np.testing.assert_array_equal(np.asarray(out["corrupted_ids"])[~masked],
+                                batch["input_ids"][~masked])
   assert not np.asarray(out["replaced"])[~masked].any()
   # Label = "differs from the original", so a correct sample is labelled original.
   expected = np.where(masked, np.asarray(out["corrupted_ids"]) != batch["mlm_targets"], False)
@@ -125,7 +92,8 @@ def test_discriminator_export_loads_in_transformers(tmp_path):
   bertjax.to_hf(hf_electra.export_discriminator(TINY, params), tmp_path / "disc")
   reloaded = transformers.ElectraForPreTraining.from_pretrained(tmp_path / "disc").eval()
   batch = _joint_batch(seed=1)
-  ours = jax.jit(lambda p: model.apply({"params": p}, **batch))(params)  # fixed sampling key without a 'sample' rng
+  # Without a 'sample' rng the sampling key is fixed.
+  ours = jax.jit(lambda p: model.apply({"params": p}, **batch))(params)
   inputs = {"input_ids": np.asarray(ours["corrupted_ids"]),
             "attention_mask": batch["attention_mask"]}
   theirs = hf_helpers.torch_outputs(reloaded, inputs)
@@ -135,7 +103,7 @@ def test_discriminator_export_loads_in_transformers(tmp_path):
   bertjax.to_hf(hf_electra.export_generator(TINY, params), tmp_path / "gen")
   generator = transformers.ElectraForMaskedLM.from_pretrained(tmp_path / "gen").eval()
   assert generator.config.hidden_size == 16
-  gen_logits = hf_helpers.torch_outputs(generator, {k: batch[k] for k in ("input_ids", "attention_mask")})
+  gen_logits = hf_helpers.torch_outputs(generator, {k: batch[k] for k in inputs})
   assert np.abs(gen_logits["logits"] - np.asarray(ours["generator_logits"])).max() <= 1e-5
 
 
@@ -152,13 +120,11 @@ def test_two_stage_copies_generator_into_discriminator():
 @pytest.mark.parametrize("size", sorted(electra.SIZES))
 def test_discriminator_parameter_counts_equal_reference(size):
   cfg = electra.SIZES[size]()
-  ours = jax.eval_shape(lambda: bert.init_params(electra.ElectraForPreTraining(cfg),
-                                                 jax.random.PRNGKey(0)))
+  discriminator = electra.ElectraForPreTraining(cfg)
   hf_config = transformers.ElectraConfig(
       embedding_size=cfg.embedding_size, hidden_size=cfg.hidden_size,
       num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads,
       intermediate_size=cfg.intermediate_size)
-  with torch.device("meta"):
-    reference_model = transformers.ElectraForPreTraining(hf_config)
-  assert (sum(x.size for x in jax.tree.leaves(ours))
-          == sum(p.numel() for p in reference_model.parameters()))
+  assert (hf_helpers.parameter_count(lambda: bert.init_params(discriminator,
+                                                              jax.random.PRNGKey(0)))
+          == hf_helpers.reference_parameter_count(transformers.ElectraForPreTraining, hf_config))

@@ -6,51 +6,25 @@ import transformers
 
 import bertjax
 from bertjax.models import gpt
-from tests.helpers import hf as hf_helpers
+from tests.helpers import hf as hf_helpers, parity
 
 VOCAB = 97
 
 
-def _gpt2_config(**overrides):
-  values = dict(vocab_size=VOCAB, n_embd=24, n_layer=3, n_head=4, n_positions=48, n_inner=40,
-                bos_token_id=5, eos_token_id=5)
-  return transformers.GPT2Config(**{**values, **overrides})
-
-
-def _openai_config(**overrides):
-  return transformers.OpenAIGPTConfig(**{**dict(vocab_size=VOCAB, n_embd=24, n_layer=3, n_head=4,
-                                                n_positions=48), **overrides})
-
-
-def _saved(model_cls, config, tmp_path, std=0.2):
-  torch.manual_seed(0)
-  model = hf_helpers.redraw_weights(model_cls(config), std=std)
-  model.save_pretrained(tmp_path)
-  return model, bertjax.from_hf(tmp_path)
-
-
-CASES = [
-    (transformers.GPT2LMHeadModel, _gpt2_config, "logits"),
-    (transformers.GPT2Model, _gpt2_config, "last_hidden_state"),
-    (transformers.OpenAIGPTLMHeadModel, _openai_config, "logits"),
-    (transformers.OpenAIGPTModel, _openai_config, "last_hidden_state"),
-]
-
-
-@pytest.mark.parametrize("model_cls, make_config, key", CASES,
-                         ids=[c[0].__name__ for c in CASES])
-def test_parity_padded_batch_and_export(model_cls, make_config, key, tmp_path):
-  theirs_model, ours = _saved(model_cls, make_config(), tmp_path / "hf")
-  batch = hf_helpers.padded_batch(VOCAB, lengths=(11, 7, 3))
-  theirs = hf_helpers.torch_outputs(theirs_model, batch, output_hidden_states=True)
-  out = ours(**batch, output_hidden_states=True)
-  diffs = hf_helpers.max_abs_diff(out, theirs, [key, "hidden_states"])
-  assert max(diffs.values()) <= 1e-4, diffs
-
-  bertjax.to_hf(ours, tmp_path / "back")
-  back = model_cls.from_pretrained(tmp_path / "back").eval()
-  again = hf_helpers.torch_outputs(back, batch)
-  assert hf_helpers.max_abs_diff(again, theirs, [key])[key] <= 1e-5
+GPT2_CONFIG = dict(vocab_size=VOCAB, n_embd=24, n_layer=3, n_head=4, n_positions=48, n_inner=40,
+                   bos_token_id=5, eos_token_id=5)
+OPENAI_CONFIG = dict(vocab_size=VOCAB, n_embd=24, n_layer=3, n_head=4, n_positions=48)
+BATCH = hf_helpers.padded_batch(VOCAB, lengths=(11, 7, 3))
+CASES = parity.table(
+    parity.Case(transformers.GPT2LMHeadModel, GPT2_CONFIG, ("logits", "hidden_states"), [BATCH]),
+    parity.Case(transformers.GPT2Model, GPT2_CONFIG, ("last_hidden_state", "hidden_states"),
+                [BATCH]),
+    parity.Case(transformers.OpenAIGPTLMHeadModel, OPENAI_CONFIG, ("logits", "hidden_states"),
+                [BATCH]),
+    parity.Case(transformers.OpenAIGPTModel, OPENAI_CONFIG, ("last_hidden_state", "hidden_states"),
+                [BATCH]),
+)
+test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 
 
 def test_sizes_and_config_errors():
@@ -67,7 +41,10 @@ def test_sizes_and_config_errors():
 def gpt2_pair(tmp_path_factory):
   """A tiny GPT-2 whose weights keep generations varied (no early collapse to one token)."""
   path = tmp_path_factory.mktemp("gpt2_gen")
-  return _saved(transformers.GPT2LMHeadModel, _gpt2_config(n_layer=2), path, std=0.15)
+  model = hf_helpers.reference_model(transformers.GPT2LMHeadModel, dict(GPT2_CONFIG, n_layer=2),
+                                     std=0.15)
+  model.save_pretrained(path)
+  return model, bertjax.from_hf(path)
 
 
 def _prompts():
@@ -103,6 +80,6 @@ def test_generate_matches_transformers(gpt2_pair, settings):
 
 
 def test_generate_needs_lm_head(tmp_path):
-  _, ours = _saved(transformers.GPT2Model, _gpt2_config(), tmp_path)
+  ours = bertjax.from_hf(parity.save_reference(CASES["GPT2Model"], tmp_path)[1])
   with pytest.raises(ValueError, match="no language-model head"):
     ours.generate(np.ones((1, 3), np.int64), max_new_tokens=2)

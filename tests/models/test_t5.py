@@ -12,8 +12,9 @@ import bertjax
 from bertjax.hf import model as hf_model, registry
 from bertjax.models.t5 import relative as t5_relative
 from bertjax.models import t5
-from tests.helpers import hf as hf_helpers
+from tests.helpers import hf as hf_helpers, parity
 from tests.helpers import seq2seq as seq2seq_helpers
+from tests.helpers.seq2seq import seq2seq_batch
 
 # Odd sizes on purpose: heads * d_kv != d_model, fewer decoder than encoder layers,
 # few buckets with a short max distance so the log buckets are exercised.
@@ -21,43 +22,26 @@ ODD_CONFIG = dict(vocab_size=91, d_model=24, d_kv=7, d_ff=37, num_layers=3, num_
                   num_heads=3, relative_attention_num_buckets=10,
                   relative_attention_max_distance=20, dropout_rate=0.1)
 VERSIONS = {"v1_0": {}, "v1_1": dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False)}
-ARCHITECTURES = {
-    "T5ForConditionalGeneration": (transformers.T5ForConditionalGeneration,
-                                   ("logits", "encoder_last_hidden_state")),
-    "T5Model": (transformers.T5Model, ("last_hidden_state", "encoder_last_hidden_state")),
-}
 
 
-def reference(architecture: str, version: str, tmp_path, seed: int = 0):
-  cls, _ = ARCHITECTURES[architecture]
-  torch.manual_seed(seed)
-  config = transformers.T5Config(**ODD_CONFIG, **VERSIONS[version])
-  model = hf_helpers.redraw_weights(cls(config), seed)
-  path = tmp_path / f"{architecture}_{version}"
-  model.save_pretrained(path)
-  return model, path
+def t5_case(model_class, outputs, version: str) -> parity.Case:
+  return parity.Case(
+      model_class, dict(ODD_CONFIG, **VERSIONS[version]),
+      outputs + seq2seq_helpers.ENCODER_AND_HIDDEN_STATES,
+      name=f"{model_class.__name__}-{version}", min_std=0.05,
+      expect={"config.gated": version == "v1_1"},
+      **seq2seq_helpers.parity_batches(ODD_CONFIG["vocab_size"]))
 
 
-def seq2seq_batch(vocab_size: int, seed: int = 0) -> dict:
-  enc = hf_helpers.padded_batch(vocab_size, lengths=(11, 7, 3), seed=seed)
-  dec = hf_helpers.padded_batch(vocab_size, lengths=(5, 9, 2), seed=seed + 1)
-  return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
-          "decoder_input_ids": dec["input_ids"], "decoder_attention_mask": dec["attention_mask"]}
+CASES = parity.table(*(case for version in sorted(VERSIONS) for case in (
+    t5_case(transformers.T5ForConditionalGeneration, ("logits",), version),
+    t5_case(transformers.T5Model, ("last_hidden_state",), version))))
+test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 
 
-@pytest.mark.parametrize("version", sorted(VERSIONS))
-@pytest.mark.parametrize("architecture", sorted(ARCHITECTURES))
-def test_matches_transformers_on_padded_batch(architecture, version, tmp_path):
-  torch_model, path = reference(architecture, version, tmp_path)
-  ours = bertjax.from_hf(path)
-  assert ours.config.gated == (version == "v1_1")
-  inputs = seq2seq_batch(ODD_CONFIG["vocab_size"])
-  expected = hf_helpers.torch_outputs(torch_model, inputs, output_hidden_states=True)
-  got = ours(**inputs, output_hidden_states=True)
-  keys = ARCHITECTURES[architecture][1] + ("encoder_hidden_states", "decoder_hidden_states")
-  diffs = hf_helpers.max_abs_diff(got, expected, keys)
-  assert max(diffs.values()) <= 1e-4, diffs
-  assert np.std(got[keys[0]]) > 0.05
+def generator(version: str) -> parity.Case:
+  """The T5ForConditionalGeneration row of `version`."""
+  return CASES[f"T5ForConditionalGeneration-{version}"]
 
 
 def test_relative_buckets_equal_reference():
@@ -68,18 +52,6 @@ def test_relative_buckets_equal_reference():
                                                      buckets, distance).numpy()
       ours = t5_relative.relative_position_bucket(relative, bidirectional, buckets, distance)
       np.testing.assert_array_equal(np.asarray(ours), theirs)
-
-
-@pytest.mark.parametrize("version", sorted(VERSIONS))
-def test_export_round_trip_loads_in_transformers(version, tmp_path):
-  torch_model, path = reference("T5ForConditionalGeneration", version, tmp_path, seed=1)
-  ours = bertjax.from_hf(path)
-  bertjax.to_hf(ours, tmp_path / "exported")
-  reloaded = transformers.T5ForConditionalGeneration.from_pretrained(tmp_path / "exported").eval()
-  inputs = seq2seq_batch(ODD_CONFIG["vocab_size"], seed=5)
-  diffs = hf_helpers.max_abs_diff(hf_helpers.torch_outputs(reloaded, inputs),
-                                  hf_helpers.torch_outputs(torch_model, inputs), ("logits",))
-  assert diffs["logits"] <= 1e-5, diffs
 
 
 def test_untied_v1_1_head_round_trips(tmp_path):
@@ -104,7 +76,7 @@ def test_untied_v1_1_head_round_trips(tmp_path):
 
 def test_packed_rows_equal_separate_examples(tmp_path):
   """Two examples packed in one row (segment ids) give the logits they give alone."""
-  _, path = reference("T5ForConditionalGeneration", "v1_1", tmp_path)
+  _, path = parity.save_reference(generator("v1_1"), tmp_path)
   ours = bertjax.from_hf(path)
   rng = np.random.default_rng(0)
   enc = [rng.integers(2, 90, n) for n in (5, 4)]
@@ -123,7 +95,7 @@ def test_packed_rows_equal_separate_examples(tmp_path):
 
 
 def test_dropout_uses_explicit_rng(tmp_path):
-  _, path = reference("T5ForConditionalGeneration", "v1_0", tmp_path)
+  _, path = parity.save_reference(generator("v1_0"), tmp_path)
   ours = bertjax.from_hf(path)
   inputs = seq2seq_batch(ODD_CONFIG["vocab_size"])
   run = jax.jit(lambda key: ours.module.apply(
@@ -139,39 +111,26 @@ def test_parameter_counts_equal_reference(size):
   cfg = t5.SIZES[size]()
   module = t5.T5ForConditionalGeneration(cfg)
   ids = jnp.zeros((1, 4), jnp.int32)
-  shapes = jax.eval_shape(lambda: module.init(jax.random.PRNGKey(0), ids, ids)["params"])
-  ours = sum(x.size for x in jax.tree_util.tree_leaves(nn.unbox(shapes)))
+  ours = hf_helpers.parameter_count(lambda: module.init(jax.random.PRNGKey(0), ids, ids)["params"])
   projection = "gated-gelu" if cfg.gated else "relu"
   hf_config = transformers.T5Config(
       vocab_size=cfg.vocab_size, d_model=cfg.hidden_size, d_kv=cfg.head_dim,
       d_ff=cfg.intermediate_size, num_layers=cfg.num_layers, num_heads=cfg.num_heads,
       feed_forward_proj=projection)
-  with torch.device("meta"):
-    reference_model = transformers.T5ForConditionalGeneration(hf_config)
-  theirs = sum(p.numel() for p in reference_model.parameters())  # tied lm_head counted once
+  # The tied lm_head counted once.
+  theirs = hf_helpers.reference_parameter_count(transformers.T5ForConditionalGeneration,
+                                                hf_config)
   untied_head = 0 if cfg.tie_word_embeddings else cfg.vocab_size * cfg.hidden_size
   assert ours == theirs + untied_head
 
 
 @pytest.mark.parametrize("version,prompt_length", [("v1_0", 1), ("v1_0", 3), ("v1_1", 1)])
 def test_cached_decoding_equals_full_decoding(version, prompt_length, tmp_path):
-  _, path = reference("T5ForConditionalGeneration", version, tmp_path)
-  ours = bertjax.from_hf(path)
-  inputs = seq2seq_batch(ODD_CONFIG["vocab_size"])
   # Decoding runs past the relative-bias max distance (20) so far buckets are used too.
-  decoder_ids = np.random.default_rng(0).integers(0, ODD_CONFIG["vocab_size"], (3, 26))
-  full, cached = seq2seq_helpers.cached_vs_full_logits(
-      ours.module, ours.params, inputs["input_ids"], inputs["attention_mask"], decoder_ids,
-      prompt_length)
-  np.testing.assert_allclose(cached, full, rtol=0, atol=1e-5)
+  seq2seq_helpers.assert_cached_decoding_equals_full(generator(version), tmp_path, prompt_length,
+                                                     decoder_length=26)
 
 
 @pytest.mark.parametrize("settings", [dict(num_beams=1), dict(num_beams=3, length_penalty=0.7)])
 def test_generate_equals_reference_generate(settings, tmp_path):
-  torch_model, path = reference("T5ForConditionalGeneration", "v1_1", tmp_path)
-  ours = bertjax.from_hf(path)
-  inputs = seq2seq_batch(ODD_CONFIG["vocab_size"], seed=2)
-  expected, got = seq2seq_helpers.generate_both(
-      torch_model, ours, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=8,
-      **settings)
-  np.testing.assert_array_equal(got, expected)
+  seq2seq_helpers.assert_generate_equals_reference(generator("v1_1"), tmp_path, **settings)

@@ -29,7 +29,8 @@ class NoPoolerEncoder(nn.Module):
 
 def _inputs(batch=2, length=6):
   ids = jnp.arange(batch * length).reshape(batch, length) % 50
-  return {"input_ids": ids, "attention_mask": jnp.ones_like(ids), "token_type_ids": jnp.zeros_like(ids)}
+  return {"input_ids": ids, "attention_mask": jnp.ones_like(ids),
+          "token_type_ids": jnp.zeros_like(ids)}
 
 
 @pytest.mark.parametrize("encoder", [bert.BertModel(CFG), NoPoolerEncoder()],
@@ -47,7 +48,8 @@ def test_heads_nest_encoder_and_head_params(encoder):
     params = jax.eval_shape(lambda: nn.unbox(model.init(jax.random.key(0), **inputs)["params"]))
     assert set(params) == {"encoder", "head"}
     # The encoder subtree is exactly what the bare encoder would own.
-    assert jax.tree.map(lambda a: a.shape, params["encoder"]) == jax.tree.map(lambda a: a.shape, bare)
+    shapes_of = lambda tree: jax.tree.map(lambda a: a.shape, tree)
+    assert shapes_of(params["encoder"]) == shapes_of(bare)
     out = jax.eval_shape(lambda p: model.apply({"params": p}, **inputs), params)
     assert {k: v.shape for k, v in out.items()} == shapes
 

@@ -4,13 +4,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
 import transformers
 
-import bertjax
 from bertjax.models.xlnet import two_stream
 from bertjax.models import bert, xlnet
-from tests.helpers import hf as hf_helpers
+from tests.helpers import hf as hf_helpers, parity
 
 # Non-default sizes: 3 heads of 16, odd vocab / inner sizes, short memory.
 ODD_CONFIG = dict(vocab_size=97, d_model=48, n_layer=3, n_head=3, d_inner=37, mem_len=6,
@@ -21,15 +19,6 @@ VARIANTS = {
     "bi_data_reuse": dict(bi_data=True, reuse_len=4, mem_len=5),
 }
 B, L, P = 4, 9, 3
-
-
-def reference(cls, tmp_path, seed: int = 0, **overrides):
-  torch.manual_seed(seed)
-  model = hf_helpers.redraw_weights(cls(transformers.XLNetConfig(**{**ODD_CONFIG, **overrides})),
-                                    seed)
-  path = tmp_path / cls.__name__
-  model.save_pretrained(path)
-  return model, path
 
 
 def plm_batch(seed: int = 0, causal: bool = False) -> dict:
@@ -51,81 +40,35 @@ def plm_batch(seed: int = 0, causal: bool = False) -> dict:
   return dict(batch, perm_mask=perm_mask, target_mapping=target_mapping)
 
 
-def torch_call(model, inputs, mems=None, **kwargs):
-  with torch.no_grad():
-    return model(**{k: torch.as_tensor(v) for k, v in inputs.items()}, mems=mems, **kwargs)
-
-
-def stacked(mems) -> np.ndarray:
-  return np.stack([m.numpy() for m in mems])
-
-
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_lm_head_matches_transformers_with_perm_mask_target_mapping_and_mems(variant, tmp_path):
-  torch_model, path = reference(transformers.XLNetLMHeadModel, tmp_path, **VARIANTS[variant])
-  ours = bertjax.from_hf(path)
+def lm_head_case(variant: str, **kwargs) -> parity.Case:
+  """Both streams with perm_mask and target_mapping: segment 1 (no memory), then segment 2
+  reading segment 1's memory."""
   causal = VARIANTS[variant].get("attn_type") == "uni"
-  first, second = plm_batch(0, causal), plm_batch(1, causal)
-  # Segment 1 (no memory), then segment 2 reading segment 1's memory.
-  ref1 = torch_call(torch_model, first)
-  ref2 = torch_call(torch_model, second, mems=ref1.mems)
-  got1 = ours(**first)
-  got2 = ours(**second, mems=[m.numpy() for m in ref1.mems])
-  diffs = {
-      "logits_1": np.abs(got1["logits"] - ref1.logits.numpy()).max(),
-      "mems_1": np.abs(got1["mems"] - stacked(ref1.mems)).max(),
-      "logits_2": np.abs(got2["logits"] - ref2.logits.numpy()).max(),
-      "mems_2": np.abs(got2["mems"] - stacked(ref2.mems)).max(),
-  }
-  assert max(diffs.values()) <= 1e-4, diffs
-  assert got1["logits"].shape == (B, P, ODD_CONFIG["vocab_size"])
-  assert got2["mems"].shape == stacked(ref2.mems).shape
-  assert np.std(got2["logits"]) > 0.1
+  return parity.Case(transformers.XLNetLMHeadModel, dict(ODD_CONFIG, **VARIANTS[variant]),
+                     ("logits", "mems"), [plm_batch(0, causal), plm_batch(1, causal)],
+                     name=f"XLNetLMHeadModel-{variant}", carries_memory=True, **kwargs)
 
 
-def test_content_stream_only_matches_xlnet_model(tmp_path):
-  torch_model, path = reference(transformers.XLNetModel, tmp_path, seed=2)
-  ours = bertjax.from_hf(path)
-  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=3)
-  expected = hf_helpers.torch_outputs(torch_model, inputs, output_hidden_states=True)
-  got = ours(**inputs, output_hidden_states=True)
-  diffs = hf_helpers.max_abs_diff(got, expected, ("last_hidden_state", "mems", "hidden_states"))
-  assert max(diffs.values()) <= 1e-4, diffs
-  assert got["last_hidden_state"].shape == inputs["input_ids"].shape + (ODD_CONFIG["d_model"],)
+def head_case(model_class, outputs, num_labels: int) -> parity.Case:
+  batch = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=5)
+  return parity.Case(model_class, dict(ODD_CONFIG, num_labels=num_labels), outputs + ("mems",),
+                     [batch], seed=4)
 
 
-@pytest.mark.parametrize("cls, keys", [
-    (transformers.XLNetForSequenceClassification, ("logits",)),
-    (transformers.XLNetForQuestionAnsweringSimple, ("start_logits", "end_logits")),
-])
-def test_finetuning_heads_match_and_export(cls, keys, tmp_path):
-  # 3 classes for the classifier; transformers' QA head needs num_labels = 2 (start, end).
-  num_labels = 3 if "Classification" in cls.__name__ else 2
-  torch_model, path = reference(cls, tmp_path, seed=4, num_labels=num_labels)
-  ours = bertjax.from_hf(path)
-  inputs = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=5)
-  expected = hf_helpers.torch_outputs(torch_model, inputs)
-  diffs = hf_helpers.max_abs_diff(ours(**inputs), expected, keys + ("mems",))
-  assert max(diffs.values()) <= 1e-4, diffs
-  bertjax.to_hf(ours, tmp_path / "exported")
-  reloaded = cls.from_pretrained(tmp_path / "exported").eval()
-  diffs = hf_helpers.max_abs_diff(hf_helpers.torch_outputs(reloaded, inputs), expected, keys)
-  assert max(diffs.values()) <= 1e-5, diffs
-
-
-def test_lm_head_export_round_trip(tmp_path):
-  torch_model, path = reference(transformers.XLNetLMHeadModel, tmp_path, seed=6,
-                                **VARIANTS["uni_same_length_clamped"])
-  ours = bertjax.from_hf(path)
-  bertjax.to_hf(ours, tmp_path / "exported")
-  reloaded = transformers.XLNetLMHeadModel.from_pretrained(tmp_path / "exported").eval()
-  inputs = plm_batch(7, causal=True)
-  expected = torch_call(torch_model, inputs)
-  diff = np.abs(torch_call(reloaded, inputs).logits.numpy() - expected.logits.numpy()).max()
-  assert diff <= 1e-5
-  again = bertjax.from_hf(tmp_path / "exported")
-  same = jax.tree.map(lambda a, b: bool(np.array_equal(a, b)), ours.params, again.params)
-  assert all(jax.tree.leaves(same))
+CASES = parity.table(
+    lm_head_case("default"),
+    lm_head_case("uni_same_length_clamped", export_inputs=[plm_batch(7, causal=True)]),
+    lm_head_case("bi_data_reuse"),
+    # The content stream only.
+    parity.Case(transformers.XLNetModel, ODD_CONFIG, ("last_hidden_state", "mems", "hidden_states"),
+                [hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=3)],
+                seed=2),
+    # 3 classes for the classifier; transformers' QA head needs num_labels = 2 (start, end).
+    head_case(transformers.XLNetForSequenceClassification, ("logits",), num_labels=3),
+    head_case(transformers.XLNetForQuestionAnsweringSimple, ("start_logits", "end_logits"),
+              num_labels=2),
+)
+test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 
 
 def test_rel_shift_aligns_distance_with_key():
