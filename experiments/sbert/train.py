@@ -28,6 +28,7 @@ from bertjax.sbert import encode, data as sbert_data, io as sbert_io
 from bertjax.train import optimizers, step as train_step
 from bertjax.evaluation import sts
 from bertjax.checkpoints import encoders
+from bertjax.checkpoints.formats import open_model
 from bertjax.sbert import model as sbert
 from bertjax.sbert import losses as siamese
 from bertjax.train.state import TrainState
@@ -122,7 +123,7 @@ def score(row: str, module, encoder_params, tokenizer, pooling, log, results):
 def main(argv):
   del argv
   log = lambda msg: print(time.strftime("%H:%M:%S"), msg, flush=True)
-  base = encoders.load(FLAGS.checkpoint, FLAGS.tokenizer)  # the bare encoder, any source
+  base = encoders.base_encoder(open_model(FLAGS.checkpoint, FLAGS.tokenizer))  # any source
   log(f"base encoder: {base.description}")
   tokenizer = sbert_io.load_tokenizer(base.tokenizer_dir)
   results = []
