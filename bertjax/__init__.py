@@ -1,5 +1,13 @@
 """bertjax: the BERT family in JAX/Flax, sharded over any device mesh.
 
+- `open_model(path, tokenizer_dir=None)`: a model from any folder on disk (a `python -m
+  bertjax.convert` output, a Hugging Face or sentence-transformers folder, a `python -m
+  bertjax.main` model_dir) as an `OpenedModel`: family, architecture, config, module,
+  params, `tokenizer_dir` and a one-line `description`; callable like `from_hf`'s models.
+  `bertjax.checkpoints.encoders.base_encoder` cuts its bare encoder out for task heads.
+- `from_hf(path)` / `to_hf(model, path)`: Hugging Face model folders <-> runnable models.
+- `vocab_from_hf(path)`: the seqio vocabulary of a Hugging Face tokenizer folder.
+
 Heavy submodules load on first use, so `import bertjax` stays cheap.
 """
 import importlib
@@ -10,6 +18,8 @@ _LAZY = {
     "from_hf": ("bertjax.hf.model", "from_hf"),
     "to_hf": ("bertjax.hf.model", "to_hf"),
     "HFModel": ("bertjax.hf.model", "HFModel"),
+    "open_model": ("bertjax.checkpoints.formats", "open_model"),
+    "OpenedModel": ("bertjax.checkpoints.opened", "OpenedModel"),
     "vocab_from_hf": ("bertjax.data.hf_vocabulary", "vocab_from_hf"),
 }
 

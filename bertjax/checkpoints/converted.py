@@ -1,9 +1,11 @@
 """Converted models on disk: a bertjax params checkpoint that remembers its HF origin.
 
 Layout (see bertjax.checkpoints): DIR/params (Orbax) + DIR/metadata.json with
-`family`, `architecture`, `hf_config` (enough to rebuild the module) and `config`
-(our dataclass, for gin / the trainer). Tokenizer files are copied alongside so a
-converted directory is self-contained for encoding and fine-tuning.
+`family`, `architecture`, `hf_config` (enough to rebuild the module), `module_options`
+(module fields set apart from the architecture's defaults, e.g. a bare encoder without
+its pooler) and `config` (our dataclass, for gin / the trainer). Tokenizer files are
+copied alongside so a converted directory is self-contained for encoding and fine-tuning.
+Open one with `bertjax.open_model`, which reads every format.
 """
 import dataclasses
 import os
@@ -30,6 +32,7 @@ def save(model: HFModel, directory: str | os.PathLike, tokenizer_from: str | os.
       "family": model.family.name,
       "architecture": model.architecture,
       "hf_config": model.family.config_to_hf(model.config, model.architecture),
+      "module_options": _module_options(model),
       "config": dataclasses.asdict(model.config),
       "source": source,
   }
@@ -47,9 +50,23 @@ def load(directory: str | os.PathLike) -> HFModel:
   family = registry.family_by_name(metadata["family"])
   family.check_architecture(metadata["architecture"])
   config = family.config_from_hf(metadata["hf_config"])
-  module = family.make_module(metadata["architecture"], config)
+  module = family.make_module(metadata["architecture"], config).clone(
+      **metadata.get("module_options", {}))
   return HFModel(family, metadata["architecture"], config, module,
                  jax.tree_util.tree_map(jnp.asarray, params))
+
+
+def _module_options(model: HFModel) -> dict:
+  """The module's plain fields whose values differ from the architecture's module."""
+  default = model.family.make_module(model.architecture, model.config)
+  if type(default) is not type(model.module):
+    raise ValueError(f"The module is a {type(model.module).__name__}, not the "
+                     f"{type(default).__name__} that architecture {model.architecture!r} names.")
+  names = [f.name for f in dataclasses.fields(default)
+           if f.name not in ("config", "parent", "name")]
+  return {name: getattr(model.module, name) for name in names
+          if isinstance(getattr(model.module, name), (bool, int, float, str))
+          and getattr(model.module, name) != getattr(default, name)}
 
 
 def copy_tokenizer_files(source: str | os.PathLike, target: str | os.PathLike) -> list[str]:

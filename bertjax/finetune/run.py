@@ -35,6 +35,7 @@ from absl import app, flags, logging
 from bertjax import configurables
 from bertjax.configurables import typechecked
 from bertjax.checkpoints import encoders
+from bertjax.checkpoints.formats import open_model
 from bertjax.evaluation import glue
 from bertjax.finetune import feature_based, loop, pipelines
 from bertjax.finetune.tokenization import WordPiece
@@ -179,7 +180,7 @@ def run(config: FinetuneRun, options: pipelines.Options, start: float | None = N
     os.makedirs(options.output_dir, exist_ok=True)
     with open(os.path.join(options.output_dir, "config.gin"), "w") as f:
       f.write(gin.config_str())
-  encoder = encoders.load(config.init_checkpoint)
+  encoder = encoders.base_encoder(open_model(config.init_checkpoint))
   tokenizer = WordPiece.from_path(config.tokenizer or encoder.tokenizer_dir)
   logging.info("Encoder: %s", encoder.description)
   report = run_task(config.task, encoder, tokenizer, options, config.feature_mode)

@@ -2,11 +2,12 @@ r"""Sentence embeddings from any bertjax encoder, fast.
 
   python -m bertjax.encode --checkpoint DIR --input FILE --output FILE.npy [--pooling mean]
 
-writes one row per input line, in input order. DIR is a converted bertjax checkpoint
-(`python -m bertjax.convert`, or an SBERT run's export) or a Hugging Face /
-sentence-transformers model directory; pooling, normalisation and the maximum length
-default to the directory's sentence-transformers files (modules.json,
-1_Pooling/config.json, sentence_bert_config.json) when it has them.
+writes one row per input line, in input order. DIR is any folder `bertjax.open_model`
+opens (a converted bertjax checkpoint or SBERT export, a Hugging Face /
+sentence-transformers folder, a bertjax.main model_dir), whose bare encoder embeds the
+sentences; pooling, normalisation and the maximum length default to the directory's
+sentence-transformers files (modules.json, 1_Pooling/config.json,
+sentence_bert_config.json) when it has them.
 
 Speed comes from never computing on padding. Sentences are tokenized in one batch,
 sorted by length and *packed*: several short sentences share one row of `row_length`
@@ -169,10 +170,12 @@ class Encoder:
   def from_checkpoint(cls, directory: str, pooling: Optional[str] = None,
                       normalize: Optional[bool] = None, max_seq_length: Optional[int] = None,
                       **options) -> "Encoder":
-    model = sbert_io.load_encoder(directory)
+    from bertjax.checkpoints import encoders, formats  # Local: keep `import bertjax.encode` light.
+    model = encoders.base_encoder(formats.open_model(directory))
     settings = sbert_io.read_sentence_config(directory)
-    tokenizer = sbert_io.load_tokenizer(directory)
-    return cls(model.module, model.params, tokenizer,
+    tokenizer = sbert_io.load_tokenizer(model.tokenizer_dir)
+    params = jax.tree.map(jnp.asarray, model.params)  # on the device once, not every batch
+    return cls(model.module, params, tokenizer,
                pooling=pooling or settings.pooling,
                normalize=settings.normalize if normalize is None else normalize,
                max_seq_length=max_seq_length or settings.max_seq_length, **options)

@@ -1,9 +1,9 @@
-"""Sentence-embedding models on disk: encoder weights, tokenizer and pooling settings.
+"""Sentence-embedding models on disk: tokenizer and pooling settings beside the encoder.
 
-A sentence model directory is either a converted bertjax checkpoint (`params/` +
-`metadata.json`, see bertjax.checkpoints.converted) or a Hugging Face model directory; the
-pooling settings are the sentence-transformers files next to the weights
-(`modules.json`, `1_Pooling/config.json`, `sentence_bert_config.json`), so a saved
+A sentence model directory holds an encoder `bertjax.open_model` opens (a converted
+bertjax checkpoint, a Hugging Face model folder, or a sentence-transformers folder with
+its transformer in a subfolder); the pooling settings are the sentence-transformers
+files (`modules.json`, `1_Pooling/config.json`, `sentence_bert_config.json`), so a saved
 SBERT model is readable by both bertjax and sentence-transformers' conventions.
 """
 import dataclasses
@@ -42,14 +42,18 @@ def read_sentence_config(directory: str | os.PathLike) -> SentenceConfig:
                        f" to be true, got {chosen}; pass --pooling explicitly.")
     pooling = chosen[0]
   modules_file = root / "modules.json"
-  if modules_file.exists():
-    modules = json.loads(modules_file.read_text())
-    normalize = any(m.get("type", "").endswith("Normalize") for m in modules)
-  st_config = root / "sentence_bert_config.json"
+  modules = json.loads(modules_file.read_text()) if modules_file.exists() else []
+  normalize = any(m.get("type", "").endswith("Normalize") for m in modules)
+  # Older sentence-transformers folders keep the transformer's files in a subfolder.
+  transformer = next((root / m["path"] for m in modules
+                      if m.get("type", "").endswith("Transformer") and m.get("path")), root)
+  st_config = transformer / "sentence_bert_config.json"
+  if not st_config.exists():
+    st_config = root / "sentence_bert_config.json"
   if st_config.exists():
     max_len = json.loads(st_config.read_text()).get("max_seq_length")
   if max_len is None:
-    tok_config = root / "tokenizer_config.json"
+    tok_config = transformer / "tokenizer_config.json"
     if tok_config.exists():
       model_max = json.loads(tok_config.read_text()).get("model_max_length")
       max_len = model_max if model_max and model_max < 100_000 else None
@@ -75,26 +79,13 @@ def write_sentence_config(directory: str | os.PathLike, config: SentenceConfig,
       json.dumps({"max_seq_length": config.max_seq_length, "do_lower_case": False}, indent=2))
 
 
-def load_encoder(directory: str | os.PathLike):
-  """The encoder as an HFModel (.module, .params, .config) from either directory kind."""
-  from bertjax.checkpoints import converted as checkpoint
-  from bertjax.hf import model  # Local: keep `import bertjax.encode` light.
-  root = pathlib.Path(directory)
-  if (root / "params").is_dir() and (root / "metadata.json").exists():
-    return checkpoint.load(root)
-  if (root / "config.json").exists():
-    return model.from_hf(root)
-  raise FileNotFoundError(
-      f"{root} is neither a bertjax checkpoint (params/ + metadata.json, from `python -m "
-      "bertjax.convert --from_hf=DIR --out=DIR`) nor a Hugging Face model directory "
-      "(config.json + model.safetensors).")
-
-
 def save_sentence_model(directory: str | os.PathLike, encoder_model, config: SentenceConfig,
-                        tokenizer_from: str | os.PathLike) -> None:
-  """Writes a trained sentence encoder (an HFModel with trained params) for `encode`."""
+                        tokenizer_from: str | os.PathLike, source: str | None = None) -> None:
+  """Writes a trained bare encoder (an HFModel with trained params) for `encode`;
+  `source` (metadata) says what it was trained from, by default `tokenizer_from`."""
   from bertjax.checkpoints import converted as checkpoint
-  checkpoint.save(encoder_model, directory, tokenizer_from=tokenizer_from, source=str(tokenizer_from))
+  checkpoint.save(encoder_model, directory, tokenizer_from=tokenizer_from,
+                  source=source or str(tokenizer_from))
   dimension = int(np.shape(encoder_model.params["embeddings"]["word_embeddings"]["embedding"])[-1])
   write_sentence_config(directory, config, dimension)
 

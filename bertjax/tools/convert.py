@@ -4,19 +4,21 @@ r"""Convert between Hugging Face model directories and bertjax checkpoints.
   python -m bertjax.convert --to_hf=HF_DIR --checkpoint=CKPT_DIR
 
 CKPT_DIR is what gin's `init_checkpoint` accepts; tokenizer files travel along.
-A training run's model_dir is accepted as --checkpoint too if its metadata says
-which family it is.
+--checkpoint takes anything `bertjax.open_model` opens, a `python -m bertjax.main`
+model_dir included (its latest step; an architecture Hugging Face has).
 """
 from absl import app, flags, logging
 
 from bertjax.checkpoints import converted as checkpoint
+from bertjax.checkpoints.formats import open_model
 from bertjax.hf import model
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("from_hf", None, "Hugging Face model directory to read.")
 flags.DEFINE_string("out", None, "Where to write the bertjax checkpoint (with --from_hf).")
 flags.DEFINE_string("to_hf", None, "Hugging Face model directory to write.")
-flags.DEFINE_string("checkpoint", None, "bertjax checkpoint to export (with --to_hf).")
+flags.DEFINE_string("checkpoint", None, "bertjax checkpoint or bertjax.main model_dir to export "
+                    "(with --to_hf).")
 
 
 def from_hf(hf_dir: str, out_dir: str) -> model.HFModel:
@@ -26,9 +28,10 @@ def from_hf(hf_dir: str, out_dir: str) -> model.HFModel:
 
 
 def to_hf(checkpoint_dir: str, hf_dir: str) -> model.HFModel:
-  loaded = checkpoint.load(checkpoint_dir)
+  loaded = open_model(checkpoint_dir)
+  loaded.family.check_architecture(loaded.architecture)  # e.g. a run's SpanBERT SBO head
   model.to_hf(loaded, hf_dir)
-  checkpoint.copy_tokenizer_files(checkpoint_dir, hf_dir)
+  checkpoint.copy_tokenizer_files(loaded.tokenizer_dir, hf_dir)
   return loaded
 
 

@@ -3,30 +3,25 @@ the frozen teacher as the `init_checkpoint` of a StudentTeacher run.
 
   python -m bertjax.tools.distilbert_init --teacher=CKPT_DIR --out=INIT_DIR [--layers=0,2,4,7,9,11]
 
-CKPT_DIR is a BERT checkpoint from `python -m bertjax.convert --from_hf=...` (or a
-Hugging Face BERT directory); INIT_DIR is what gin/runs/distilbert_pretrain.gin's
-`DISTILLATION_INIT` expects.
+CKPT_DIR is a BERT model in any format `bertjax.open_model` opens (a `python -m
+bertjax.convert` output, a Hugging Face folder, a bertjax.main model_dir); INIT_DIR is
+what gin/runs/distilbert_pretrain.gin's `DISTILLATION_INIT` expects.
 """
 import dataclasses
-import os
 from typing import Sequence
 
 import jax
 from absl import app, flags
 
-from bertjax.checkpoints import converted
+from bertjax.checkpoints.formats import open_model
 from bertjax.checkpoints.params import save_params
-from bertjax.hf import model as hf_model
 from bertjax.models import distilbert
 
 
 def write_init_checkpoint(teacher_dir: str, out_dir: str, layers: Sequence[int] | None = None
                           ) -> tuple[distilbert.DistilBertConfig, list[int]]:
   """Writes {student, teacher} params for a StudentTeacher run's `init_checkpoint`."""
-  if os.path.isfile(os.path.join(teacher_dir, "config.json")):
-    teacher = hf_model.from_hf(teacher_dir)
-  else:
-    teacher = converted.load(teacher_dir)
+  teacher = open_model(teacher_dir)
   if teacher.family.name != "bert":
     raise ValueError(f"{teacher_dir} holds a {teacher.family.name!r} model; the DistilBERT "
                      "recipe distils a BERT teacher (BertForMaskedLM / BertForPreTraining).")
@@ -45,7 +40,7 @@ def main(argv):
   del argv
   flags_ = flags.FLAGS
   if not flags_.teacher or not flags_.out:
-    raise app.UsageError("Give --teacher=DIR (BERT checkpoint or HF dir) and --out=DIR.")
+    raise app.UsageError("Give --teacher=DIR (a BERT checkpoint, HF folder or run) and --out=DIR.")
   layers = [int(i) for i in flags_.layers.split(",")] if flags_.layers else None
   config, chosen = write_init_checkpoint(flags_.teacher, flags_.out, layers)
   print(f"Wrote a {config.num_layers}-layer student (teacher layers {chosen}) and its teacher "
@@ -53,7 +48,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  flags.DEFINE_string("teacher", None, "BERT teacher: bertjax checkpoint or HF directory.")
+  flags.DEFINE_string("teacher", None, "BERT teacher: any folder bertjax.open_model opens.")
   flags.DEFINE_string("out", None, "Where to write the student + teacher init checkpoint.")
   flags.DEFINE_string("layers", None, "Comma-separated teacher layers for the student "
                       "(default: one out of two, 0,2,4,...).")

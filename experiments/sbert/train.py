@@ -14,6 +14,7 @@ Spearman x 100 of cosine similarity; `--eval_poolings` adds untrained [CLS] / ma
 Hyper-parameters follow the SBERT paper: AdamW lr 2e-5, 10% linear warmup, batch 16,
 mean pooling. Training uses the trainer engineer's train step and optimizer.
 """
+import dataclasses
 import functools
 import json
 import time
@@ -28,6 +29,7 @@ from bertjax.sbert import encode, data as sbert_data, io as sbert_io
 from bertjax.train import optimizers, step as train_step
 from bertjax.evaluation import sts
 from bertjax.checkpoints import encoders
+from bertjax.checkpoints.formats import open_model
 from bertjax.sbert import model as sbert
 from bertjax.sbert import losses as siamese
 from bertjax.train.state import TrainState
@@ -122,7 +124,7 @@ def score(row: str, module, encoder_params, tokenizer, pooling, log, results):
 def main(argv):
   del argv
   log = lambda msg: print(time.strftime("%H:%M:%S"), msg, flush=True)
-  base = encoders.load(FLAGS.checkpoint, FLAGS.tokenizer)  # the bare encoder, any source
+  base = encoders.base_encoder(open_model(FLAGS.checkpoint, FLAGS.tokenizer))  # any source
   log(f"base encoder: {base.description}")
   tokenizer = sbert_io.load_tokenizer(base.tokenizer_dir)
   results = []
@@ -136,10 +138,9 @@ def main(argv):
     score(f"SBERT-{'+'.join(done)}, {FLAGS.pooling} pooling", base.module, params, tokenizer,
           FLAGS.pooling, log, results)
   if FLAGS.out and FLAGS.stages:
-    hf = sbert_io.load_encoder(FLAGS.checkpoint)  # saving needs the family's metadata
-    trained = type(hf)(hf.family, hf.architecture, hf.config, base.module, params)
+    trained = dataclasses.replace(base, params=params)
     sbert_io.save_sentence_model(FLAGS.out, trained, sbert_io.SentenceConfig(FLAGS.pooling),
-                                 FLAGS.checkpoint)
+                                 base.tokenizer_dir, source=base.description)
     log(f"saved to {FLAGS.out}")
   if FLAGS.results:
     with open(FLAGS.results, "a") as f:

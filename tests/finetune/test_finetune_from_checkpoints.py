@@ -8,6 +8,7 @@ import transformers
 
 from bertjax import checkpoints, main
 from bertjax.checkpoints import encoders
+from bertjax.checkpoints.formats import open_model
 from bertjax.finetune import loop, pipelines, run
 from bertjax.checkpoints import converted as hf_checkpoint
 from bertjax.hf import model as hf_model
@@ -48,7 +49,7 @@ def test_finetunes_from_a_two_step_pretraining_run(tmp_path):
   # Fine-tuning changed the pretrained encoder, which it started from.
   tuned, _ = checkpoints.load_params(str(tmp_path / "out"))
   assert set(tuned) == {"encoder", "head"}
-  start = encoders.load(model_dir).params
+  start = encoders.base_encoder(open_model(model_dir)).params
   jax.tree.map(np.testing.assert_array_equal, start, pretrained["bert"])
   assert jax.tree.structure(tuned["encoder"]) == jax.tree.structure(start)
   assert not np.array_equal(tuned["encoder"]["embeddings"]["word_embeddings"]["embedding"],
@@ -87,6 +88,6 @@ def test_finetunes_from_a_converted_hf_checkpoint(tmp_path, family):
   assert [p.rsplit("/", 2)[-2:] for p in report["predictions"]] == [["dev", "RTE.tsv"],
                                                                      ["test", "RTE.tsv"]]
   tuned, _ = checkpoints.load_params(str(tmp_path / "out"))
-  start = encoders.load(converted)
+  start = encoders.base_encoder(open_model(converted))
   assert type(start.module).__name__ == encoder_name
   assert jax.tree.structure(tuned["encoder"]) == jax.tree.structure(start.params)

@@ -8,6 +8,7 @@ import transformers
 
 from bertjax.evaluation import conll
 from bertjax.checkpoints import encoders
+from bertjax.checkpoints.formats import open_model
 from bertjax.finetune import loop, pipelines
 from bertjax.finetune.tokenization import WordPiece
 from bertjax.checkpoints import converted as hf_checkpoint
@@ -40,7 +41,7 @@ def setup(tmp_path_factory):
   hf_checkpoint.save(hf_model.from_hf(hf_dir), ckpt)
   vocab = ftl.write_vocab(ckpt)
   _write_conll(root / "data" / "conll2003")
-  return root, encoders.load(ckpt), WordPiece.from_path(vocab)
+  return root, encoders.base_encoder(open_model(ckpt)), WordPiece.from_path(vocab)
 
 
 def _options(root, out, **finetune):

@@ -11,6 +11,7 @@ import pytest
 import transformers
 
 from bertjax.checkpoints import encoders
+from bertjax.checkpoints.formats import open_model
 from bertjax.finetune import loop, pipelines, run
 from bertjax.finetune.tokenization import WordPiece
 from bertjax.checkpoints import converted as hf_checkpoint
@@ -39,12 +40,12 @@ def _tiny_hf(directory, architecture):
 
 def test_encoder_is_found_inside_a_pretraining_wrapper(tmp_path):
   path = _tiny_hf(tmp_path / "pretraining", "BertForPreTraining")
-  encoder = encoders.load(path)
+  encoder = encoders.base_encoder(open_model(path))
   assert type(encoder.module).__name__ == "BertModel" and encoder.tokenizer_dir == path
   wrapped = hf_model.from_hf(path).params["bert"]
   jax.tree.map(np.testing.assert_array_equal, encoder.params, jax.tree.map(np.asarray, wrapped))
   with pytest.raises(FileNotFoundError):
-    encoders.load(str(tmp_path / "missing"))
+    encoders.base_encoder(open_model(str(tmp_path / "missing")))
 
 
 @pytest.mark.slow
@@ -82,7 +83,7 @@ def test_cli_trains_evaluates_and_counts_skipped_rows(tmp_path):
 def test_squad20_and_swag_pipelines_on_official_format_files(tmp_path):
   """The task files the shared data lacks (SQuAD 2.0, SWAG), built in their official formats."""
   hf_dir = _tiny_hf(tmp_path / "hf", "BertModel")
-  encoder = encoders.load(hf_dir)
+  encoder = encoders.base_encoder(open_model(hf_dir))
   tokenizer = WordPiece.from_path(hf_dir)
   context = "a man sleeps . it rains . a dog is dry ."
   articles = []

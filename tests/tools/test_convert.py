@@ -3,12 +3,14 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import torch
 import transformers
 
 import bertjax
 from bertjax.checkpoints import converted as checkpoint
-from tests.helpers import hf as hf_helpers
+from bertjax.tools import convert
+from tests.helpers import hf as hf_helpers, run_dirs
 from tests.models.test_bert import ODD_CONFIG
 
 
@@ -37,3 +39,22 @@ def test_convert_without_arguments_explains_usage():
   result = subprocess.run([sys.executable, "-m", "bertjax.convert"], capture_output=True, text=True)
   assert result.returncode != 0
   assert "--from_hf=DIR --out=DIR" in result.stderr
+
+
+def test_to_hf_exports_a_bertjax_main_run(tmp_path):
+  """A pretraining run's model_dir exports like a converted checkpoint (its latest step)."""
+  run_dirs.fake_run(tmp_path / "run", "bert_tiny", steps=(2, 5))
+  exported = convert.to_hf(str(tmp_path / "run"), str(tmp_path / "hf"))
+  assert exported.description.startswith("bert BertForPreTraining (step 5)")
+  back = transformers.BertForPreTraining.from_pretrained(tmp_path / "hf").eval()
+  inputs = hf_helpers.padded_batch(40)
+  theirs = hf_helpers.torch_outputs(back, inputs)
+  diffs = hf_helpers.max_abs_diff(exported(**inputs), theirs,
+                                  ["prediction_logits", "seq_relationship_logits"])
+  assert max(diffs.values()) <= 1e-4, diffs
+
+
+def test_to_hf_refuses_a_run_whose_architecture_hf_lacks(tmp_path):
+  run_dirs.fake_run(tmp_path / "run", "spanbert_base")
+  with pytest.raises(ValueError, match="'SpanBertForPreTraining' is not supported"):
+    convert.to_hf(str(tmp_path / "run"), str(tmp_path / "hf"))

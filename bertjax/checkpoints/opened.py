@@ -1,0 +1,29 @@
+"""What `open_model` returns: a runnable model, where its tokenizer is, where it came from."""
+import dataclasses
+
+import numpy as np
+
+from bertjax.hf.model import HFModel
+
+
+@dataclasses.dataclass
+class OpenedModel(HFModel):
+  """HFModel's family, architecture, config, module and params (call it with the
+  reference's input names), plus the folder holding its tokenizer files, the folder it
+  was read from and what it was there ('Hugging Face folder', 'step 7'...)."""
+  tokenizer_dir: str
+  source: str
+  origin: str
+
+  @property
+  def description(self) -> str:
+    """One line for logs and reports, e.g. 'bert BertModel (step 7) from /runs/a'."""
+    return f"{self.family.name} {self.architecture} ({self.origin}) from {self.source}"
+
+  def fit_inputs(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Task arrays as this model takes them: a model with a single token type
+    (RoBERTa: type_vocab_size = 1) sees pairs with type 0 throughout, as its own
+    tokenizer feeds them; a type id past its table would read garbage."""
+    if "token_type_ids" in arrays and getattr(self.config, "type_vocab_size", 2) == 1:
+      return {**arrays, "token_type_ids": np.zeros_like(arrays["token_type_ids"])}
+    return arrays

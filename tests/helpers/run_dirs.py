@@ -1,0 +1,34 @@
+"""Model_dirs laid out as `python -m bertjax.main` leaves them, without training."""
+import gin
+import jax
+import flax.linen as nn
+import jax.numpy as jnp
+import numpy as np
+
+from bertjax import checkpoints, main
+
+TINY = ("{'vocab_size': 40, 'hidden_size': 16, 'num_layers': 2, 'num_heads': 2, "
+        "'intermediate_size': 32, 'max_position_embeddings': 40}")
+
+
+def fake_run(model_dir, gin_model: str, steps=(7,)) -> dict[int, dict]:
+  """config.gin + one training checkpoint per step whose state holds `params`, with
+  random weights (a different draw per step) instead of trained ones: {step: params}."""
+  scopes = ("student/", "teacher/") if gin_model.startswith("distil") else ("",)
+  gin.clear_config()
+  main.parse_gin([f"models/{gin_model}.gin"],
+                 [f"{s}build_model.config_overrides = {TINY}" for s in scopes])
+  model = gin.query_parameter("Trainer.model").scoped_configurable_fn()
+  shapes = jax.eval_shape(lambda: nn.unbox(model.init(jax.random.key(0),
+                                                      jnp.zeros((1, 8), jnp.int32))["params"]))
+  model_dir.mkdir()
+  (model_dir / "config.gin").write_text(gin.config_str())
+  ckpts = checkpoints.RunCheckpoints(str(model_dir), async_save=False)
+  saved = {}
+  for step in steps:
+    rng = np.random.default_rng(step)
+    saved[step] = jax.tree.map(lambda s: rng.normal(size=s.shape).astype(s.dtype), shapes)
+    ckpts.save(step, {"params": saved[step], "step": np.int32(step)}, {"batches_consumed": step})
+  ckpts.close()
+  gin.clear_config()  # the loader must not depend on the run's config being parsed
+  return saved
