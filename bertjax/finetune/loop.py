@@ -1,15 +1,16 @@
-"""A small fine-tuning loop on the trainer's pieces: optimizer, TrainState, mesh.
+"""Fine-tuning on the trainer's pieces: train step, loop, optimizer, TrainState, mesh.
 
-Fine-tuning differs from pretraining in ways that make the pretraining loop a poor
-fit: datasets are small in-memory arrays iterated by epochs, the encoder comes from a
-converted checkpoint while the head is fresh, and evaluation is a full pass producing
-per-example outputs for task-specific post-processing (SQuAD spans, NER words). So
-this module owns only the epoch loop, the jitted step and batched prediction; the
-update rule (`optimizers.make_optimizer`: AdamW, warmup + linear decay, clipping),
-state layout (`train_state`) and sharding (`partitioning`) are the shared ones.
+Fine-tuning differs from pretraining in its data and evaluation: datasets are small
+in-memory arrays iterated by epochs, the encoder comes from a converted checkpoint
+while the head is fresh, and evaluation is a full pass producing per-example outputs
+for task-specific post-processing (SQuAD spans, NER words). So this module owns only
+the epoch batching, the epoch callback and batched prediction; the step
+(`train.step`: microbatching, the non-finite guard, the metrics), the loop
+(`train.loop`: metric rows through `train.metrics`, the non-finite stop), the update
+rule (`optimizers.make_optimizer`: AdamW, warmup + linear decay, clipping), state
+layout (`train_state`) and sharding (`partitioning`) are the shared ones.
 """
 import dataclasses
-import time
 from typing import Any, Callable, Mapping
 
 import flax.linen as nn
@@ -19,7 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
-from bertjax.train import optimizers, partitioning, state as train_state
+from bertjax.train import loop as train_loop, metrics as train_metrics, optimizers, partitioning
+from bertjax.train import state as train_state, step as train_step
 from bertjax.configurables import typechecked
 
 Arrays = Mapping[str, np.ndarray]
@@ -37,6 +39,18 @@ class FinetuneConfig:
   eval_batch_size: int = 64
   seed: int = 0
   log_every: int = 20
+  num_microbatches: int = 1       # gradient accumulation: each pass sees batch_size / n rows
+  on_nonfinite: str = "stop"      # a NaN/Inf step: stop with an error, or 'skip' its update
+
+  def __post_init__(self):
+    if self.on_nonfinite not in train_loop.NONFINITE_MODES:
+      raise ValueError(f"FinetuneConfig.on_nonfinite = {self.on_nonfinite!r}: use one of "
+                       f"{train_loop.NONFINITE_MODES}.")
+    if self.num_microbatches < 1 or self.batch_size % self.num_microbatches:
+      raise ValueError(f"FinetuneConfig.num_microbatches = {self.num_microbatches}: must be "
+                       f">= 1 and divide FinetuneConfig.batch_size = {self.batch_size}.")
+    if self.log_every < 1:
+      raise ValueError(f"FinetuneConfig.log_every = {self.log_every}: must be >= 1.")
 
 
 # gin binds the fields (`FinetuneConfig.learning_rate = 2e-5`); a value of the wrong
@@ -109,10 +123,12 @@ def train_batches(arrays: Arrays, batch_size: int, num_steps: int, seed: int,
 
 
 def default_mesh(config: FinetuneConfig):
-  """Data parallel over as many devices as evenly split both batch sizes."""
+  """Data parallel over as many devices as evenly split both batch sizes (and every
+  microbatch)."""
   devices = jax.devices()
+  train_rows = config.batch_size // config.num_microbatches
   count = max(d for d in range(1, len(devices) + 1) if len(devices) % d == 0
-              and config.batch_size % d == 0 and config.eval_batch_size % d == 0)
+              and train_rows % d == 0 and config.eval_batch_size % d == 0)
   return partitioning.make_mesh((count, 1), devices=devices[:count])
 
 
@@ -157,47 +173,56 @@ class Finetuner:
                         encoder_fresh)
     self.state = train_state.create_state(init_fn, self.tx, config.seed, self.shardings, params)
     self._batch = partitioning.batch_sharding(self.mesh, rules)
+    step = train_step.make_train_step(module, objective, self.tx, self.schedule,
+                                      config.num_microbatches)
     self._train_step = partitioning.jit_sharded(
-        self._step, self.mesh, rules, in_shardings=(self.shardings, self._batch),
-        out_shardings=(self.shardings, None), donate_argnums=(0,))
+        step, self.mesh, rules, in_shardings=(self.shardings, self._batch),
+        out_shardings=(self.shardings, partitioning.replicated(self.mesh)), donate_argnums=(0,))
     self._predict_fns: dict = {}
 
-  def _step(self, state: train_state.TrainState, batch):
-    dropout_key = jax.random.fold_in(state.key, state.step)
-
-    def loss_fn(params):
-      outputs = self.module.apply({"params": params}, **self.objective.model_inputs(batch),
-                                  deterministic=False, rngs={"dropout": dropout_key})
-      return self.objective(outputs, batch)
-
-    (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-    updates, opt_state = self.tx.update(grads, state.opt_state, state.params)
-    params = jax.tree.map(lambda p, u: p + u, state.params, updates)
-    new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
-    return new_state, {"loss": loss, **{k: v[0] / jnp.maximum(v[1], 1e-9)
-                                        for k, v in metrics.items() if k != "loss"}}
-
   def train(self, arrays: Arrays, num_steps: int,
-            on_epoch_end: Callable[[float, int], None] | None = None) -> list[dict[str, float]]:
-    """Runs `num_steps` updates; returns the logged metrics (every `log_every` steps).
+            on_epoch_end: Callable[[float, int], None] | None = None,
+            writer: train_metrics.MetricsWriter | None = None) -> list[dict[str, float]]:
+    """Runs `num_steps` updates on the shared loop; returns its train rows (every
+    `log_every` steps and the last: step, loss, learning_rate, grad_norm, nonfinite, the
+    objective's metrics, throughput, elapsed_s), also written to `writer` if given.
 
     `on_epoch_end(epoch, step)` runs after every full pass over `arrays` and after the
-    last step (a fractional epoch when `num_steps` is not a whole number of epochs).
+    last step (a fractional epoch when `num_steps` is not a whole number of epochs),
+    once the steps so far were checked: with `on_nonfinite='stop'` a NaN/Inf step
+    raises NonFiniteLossError before that epoch's model is evaluated (the finetuner's
+    state is then gone: nothing trained by it may be used).
     """
-    history, start = [], time.time()
     per_epoch = steps_per_epoch(num_rows(arrays), self.config.batch_size)
-    for i, batch in enumerate(train_batches(arrays, self.config.batch_size, num_steps,
-                                            self.config.seed), start=1):
-      self.state, metrics = self._train_step(self.state, batch)
-      if i % self.config.log_every == 0 or i == num_steps:
-        row = {"step": i, **{k: float(v) for k, v in metrics.items()},
-               "lr": float(self.schedule(i)), "elapsed_s": time.time() - start}
-        logging.info("step %d/%d %s", i, num_steps,
-                     " ".join(f"{k}={v:.4g}" for k, v in row.items() if k != "step"))
-        history.append(row)
-      if on_epoch_end is not None and (i % per_epoch == 0 or i == num_steps):
-        on_epoch_end(round(i / per_epoch, 3), i)
+    own_writer = writer is None
+    if own_writer:
+      writer = train_metrics.MetricsWriter(None, num_steps, show_progress=False)
+
+    def epoch_end(step: int, state: train_state.TrainState, carry) -> None:
+      del carry
+      self.state = state  # The callback evaluates `self.params`.
+      on_epoch_end(round(step / per_epoch, 3), step)
+
+    runner = train_loop.TrainLoop(
+        self._train_step, writer, self.config.log_every,
+        tokens=lambda batch: batch["attention_mask"].size,
+        on_nonfinite=self.config.on_nonfinite, advice=self._nonfinite_advice, log=logging.info)
+    batches = train_batches(arrays, self.config.batch_size, num_steps, self.config.seed)
+    try:
+      self.state, _, history = runner.run(
+          self.state, batches, 0, num_steps,
+          pause_at=lambda step: on_epoch_end is not None and (step % per_epoch == 0
+                                                              or step == num_steps),
+          on_pause=epoch_end)
+    finally:
+      if own_writer:
+        writer.close()
     return history
+
+  def _nonfinite_advice(self) -> str:
+    return (f"this model is not evaluated, saved or used for predictions. Lower "
+            f"FinetuneConfig.learning_rate (now {self.config.learning_rate:g}), check the "
+            f"data, or set FinetuneConfig.on_nonfinite = 'skip' to drop such updates.")
 
   @property
   def params(self) -> Any:

@@ -5,8 +5,8 @@ Each run evaluates on dev after every epoch, keeps the best epoch's params
 writes predictions with them, and returns a JSON-able report: the scores of every
 split and epoch, the best epoch, sizes, what the readers skipped, the training curve.
 With `Options.output_dir`, predictions go to OUTPUT_DIR/predictions/ in each
-benchmark's submission format (`submission`), checkpoints to OUTPUT_DIR/checkpoints/
-and the per-epoch scores to OUTPUT_DIR/metrics.jsonl.
+benchmark's submission format (`submission`), checkpoints to OUTPUT_DIR/checkpoints/,
+the train rows and per-epoch scores to OUTPUT_DIR/metrics.jsonl and OUTPUT_DIR/tensorboard/.
 """
 import contextlib
 import dataclasses
@@ -91,7 +91,7 @@ def _fit(model, objective, arrays, encoder: encoders.Encoder, options: Options,
                          frozen=frozen)
   with _work_dir(options, name) as directory:
     chosen = selection.fit(tuner, arrays, steps, evaluate, metric, directory,
-                           options.eval_each_epoch)
+                           options.eval_each_epoch, tensorboard=bool(options.output_dir))
   report = {"train_rows": n, "train_steps": steps, "history": chosen.train_history,
             "train_time_s": time.time() - start, **chosen.report(), "eval": chosen.scores}
   return tuner, chosen, report

@@ -2,7 +2,8 @@
 
 BERT's recipe picks, among a few epochs (and learning rates), the model that scores
 best on dev. `fit` trains a `loop.Finetuner`, evaluates on dev after each epoch,
-appends the scores to `metrics.jsonl`, saves the params of each evaluated epoch with
+writes the train rows and the scores to `metrics.jsonl` (and TensorBoard) through
+`train.metrics.MetricsWriter`, saves the params of each evaluated epoch with
 `checkpoints.RunCheckpoints` keeping only the best on the task's main metric (so
 `checkpoints.load_params(directory)` reads the selected model), and at the end
 restores the best epoch's params into the finetuner, so test-set predictions come
@@ -21,8 +22,9 @@ from absl import logging
 
 from bertjax import checkpoints
 from bertjax.finetune import loop
+from bertjax.train import metrics as train_metrics
 
-METRICS_FILE = "metrics.jsonl"
+METRICS_FILE = train_metrics.METRICS_FILE
 # Orbax ranks steps by a finite number; an undefined score (NaN correlation) is worst.
 _WORST = -1e30
 
@@ -50,12 +52,16 @@ class Selection:
 
 
 def fit(tuner: loop.Finetuner, arrays: loop.Arrays, num_steps: int, evaluate: Evaluate,
-        metric: str, directory: str, each_epoch: bool = True) -> Selection:
+        metric: str, directory: str, each_epoch: bool = True,
+        tensorboard: bool = True) -> Selection:
   """Trains `num_steps`, evaluating after every epoch (or only at the end), and leaves
   the best evaluated params (by `metric` = "split/name", higher is better) in `tuner`.
 
   `directory` receives `checkpoints/<step>/` (the best evaluated params, under
-  `state/params`) and `metrics.jsonl` (one row per evaluated split and epoch).
+  `state/params`), `metrics.jsonl` (the `train` rows every `log_every` steps and one
+  row per evaluated split and epoch) and, with `tensorboard`, their event files. A
+  non-finite step stops training (NonFiniteLossError) before that epoch is evaluated,
+  unless the config skips such updates.
   """
   split, _, name = metric.partition("/")
   # A second run into the same folder would rank its epochs against the first run's.
@@ -67,6 +73,8 @@ def fit(tuner: loop.Finetuner, arrays: loop.Arrays, num_steps: int, evaluate: Ev
   os.makedirs(directory, exist_ok=True)
   ckpts = checkpoints.RunCheckpoints(directory, keep=0, best_metric=name, best_mode="max",
                                      keep_best=1, async_save=False)
+  writer = train_metrics.MetricsWriter(directory, num_steps, show_progress=False,
+                                       tensorboard=tensorboard)
   epochs: list[dict[str, Any]] = []
   best: dict[str, Any] = {}
   kept = {}
@@ -83,30 +91,37 @@ def fit(tuner: loop.Finetuner, arrays: loop.Arrays, num_steps: int, evaluate: Ev
     value = float(scores[split][name])
     rank = value if math.isfinite(value) else _WORST
     epochs.append({"epoch": epoch, "step": step, "eval": scores})
-    _append_jsonl(directory, epoch, step, scores, time.time() - start)
+    _write_scores(writer, epoch, step, scores, time.time() - start)
     ckpts.save(step, {"params": tuner.params}, {"epoch": epoch, "eval": scores}, {name: rank})
     logging.info("epoch %s (step %d): %s = %.4f", epoch, step, metric, value)
     if not best or rank >= best["rank"]:  # ties: the later epoch, as Orbax's BestN keeps
       best.update(epoch=epoch, step=step, value=value, rank=rank)
       kept["outputs"] = outputs
 
-  history = tuner.train(arrays, num_steps, on_epoch_end)
-  ckpts.wait()
-  if best["step"] != num_steps:  # the last epoch was not the best: go back to the best
-    target = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding),
-                          {"params": tuner.params})
-    restored, _ = ckpts.restore(best["step"], target)
-    tuner.state = tuner.state.replace(params=restored["params"])
-  ckpts.close()
+  try:
+    history = tuner.train(arrays, num_steps, on_epoch_end, writer)
+    ckpts.wait()
+    if best["step"] != num_steps:  # the last epoch was not the best: go back to the best
+      target = jax.tree.map(
+          lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding),
+          {"params": tuner.params})
+      restored, _ = ckpts.restore(best["step"], target)
+      tuner.state = tuner.state.replace(params=restored["params"])
+  finally:
+    ckpts.close()
+    writer.close()
   best.pop("rank")
   logging.info("best epoch %s (step %d): %s = %.4f", best["epoch"], best["step"], metric,
                best["value"])
   return Selection(metric, epochs, best, kept["outputs"], history)
 
 
-def _append_jsonl(directory: str, epoch: float, step: int, scores: dict[str, dict[str, Any]],
-                  seconds: float) -> None:
-  with open(os.path.join(directory, METRICS_FILE), "a") as f:
-    for split, values in scores.items():
-      row = {"epoch": epoch, "step": step, "split": split, **values, "eval_time_s": seconds}
-      f.write(json.dumps(row, default=float) + "\n")
+def _write_scores(writer: train_metrics.MetricsWriter, epoch: float, step: int,
+                  scores: dict[str, dict[str, Any]], seconds: float) -> None:
+  """One row per split: its numbers (also to TensorBoard), the epoch and the rest."""
+  for split, values in scores.items():
+    values = {**values, "eval_time_s": seconds}
+    numbers = {k: v for k, v in values.items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    writer.write(split, step, numbers,
+                 extra={"epoch": epoch, **{k: v for k, v in values.items() if k not in numbers}})

@@ -1,5 +1,7 @@
 """Where a run's numbers go: TensorBoard, a JSONL log, the console, and a loss curve.
 
+Pretraining, fine-tuning and SBERT training all write through `MetricsWriter`, so
+their `metrics.jsonl` rows share one layout: `split`, `step`, `time` and the values.
 Only process 0 writes (on a pod every host computes the same global metrics).
 `metrics.jsonl` in model_dir is append-only across restarts, so the loss curve drawn
 at the end of a resumed run covers the whole run.
@@ -33,19 +35,32 @@ def sum_metrics(a: Mapping | None, b: Mapping) -> dict:
   return {k: (a[k][0] + b[k][0], a[k][1] + b[k][1]) for k in b}
 
 
-class MetricsWriter:
-  """TensorBoard event files (train/ and eval/), metrics.jsonl, and a tqdm progress bar."""
+def format_scalars(scalars: Mapping[str, Any]) -> str:
+  """'a=1, b=0.5' over the numbers among `scalars`, sorted by name."""
+  return ", ".join(f"{k}={v:.4g}" for k, v in sorted(scalars.items())
+                   if isinstance(v, (int, float)))
 
-  def __init__(self, model_dir: str, total_steps: int, start_step: int = 0,
-               show_progress: bool = True):
+
+class MetricsWriter:
+  """TensorBoard event files (one folder per split), metrics.jsonl, and a tqdm progress bar.
+
+  With `model_dir=None` nothing is written to disk (only `print` and the bar work);
+  `tensorboard=False` keeps metrics.jsonl but skips the event files (and TensorFlow).
+  """
+
+  def __init__(self, model_dir: str | None, total_steps: int, start_step: int = 0,
+               show_progress: bool = True, tensorboard: bool = True):
     self.enabled = jax.process_index() == 0
     self.model_dir = model_dir
+    self.tensorboard = tensorboard
     self._writers = {}
     self._bar = None
+    self._jsonl = None
     if not self.enabled:
       return
-    os.makedirs(model_dir, exist_ok=True)
-    self._jsonl = open(os.path.join(model_dir, METRICS_FILE), "a")
+    if model_dir is not None:
+      os.makedirs(model_dir, exist_ok=True)
+      self._jsonl = open(os.path.join(model_dir, METRICS_FILE), "a")
     if show_progress:
       import tqdm  # Local: only the writing process needs it.
       self._bar = tqdm.tqdm(total=total_steps, initial=start_step, desc="train",
@@ -58,14 +73,17 @@ class MetricsWriter:
           os.path.join(self.model_dir, TB_SUBDIR, split))
     return self._writers[split]
 
-  def write(self, split: str, step: int, scalars: Mapping[str, float]) -> None:
-    if not self.enabled:
+  def write(self, split: str, step: int, scalars: Mapping[str, float],
+            extra: Mapping[str, Any] | None = None) -> None:
+    """One row of `scalars` (also to TensorBoard); `extra` JSON values join the row only."""
+    if self._jsonl is None:
       return
     scalars = {k: float(v) for k, v in scalars.items()}
-    self._tb(split).write_scalars(step, scalars)
-    self._tb(split).flush()
-    self._jsonl.write(json.dumps({"split": split, "step": step, "time": time.time(),
-                                  **scalars}) + "\n")
+    if self.tensorboard:
+      self._tb(split).write_scalars(step, scalars)
+      self._tb(split).flush()
+    row = {"split": split, "step": step, "time": time.time(), **scalars, **(extra or {})}
+    self._jsonl.write(json.dumps(row, default=float) + "\n")
     self._jsonl.flush()
 
   def advance(self, step: int, postfix: Mapping[str, float] | None = None) -> None:
@@ -91,7 +109,8 @@ class MetricsWriter:
       self._bar.close()
     for writer in self._writers.values():
       writer.close()
-    self._jsonl.close()
+    if self._jsonl is not None:
+      self._jsonl.close()
 
 
 def read_metrics(model_dir: str) -> list[dict]:

@@ -6,9 +6,12 @@ the microbatch losses. Microbatch i takes rows i, i+n, i+2n... of the global bat
 with the batch split over `data` in contiguous blocks, that keeps every device's
 rows on that device (no resharding per microbatch).
 
-A step whose loss or gradient norm is not finite leaves params and optimizer state
-unchanged (the step counter still advances: the batch was consumed) and reports
-`nonfinite = 1`; the loop then stops or carries on, as configured.
+A step whose loss or gradient norm is not finite, or whose update would make a
+parameter non-finite (an exploding learning rate can overflow the params while the
+loss that led there was still finite), leaves params and optimizer state unchanged
+(the step counter still advances: the batch was consumed) and reports
+`nonfinite = 1`; the loop (`train.loop`) then stops or carries on, as configured.
+So the state never holds a non-finite parameter.
 
 Carried state: an objective that defines `initial_carry(model, batch_size)` and
 `next_carry(outputs, batch)` (XLNet's memory) gets a step `(state, batch, carry) ->
@@ -53,6 +56,11 @@ def _batch_spec(ndim: int) -> tuple:
   mesh = jax.sharding.get_abstract_mesh()
   lead = "data" if "data" in mesh.axis_names else None
   return (lead,) + (None,) * (ndim - 1)
+
+
+def _all_finite(tree) -> jax.Array:
+  """Whether every element is finite (a norm would overflow on large finite values)."""
+  return jnp.stack([jnp.isfinite(x).all() for x in jax.tree.leaves(tree)]).all()
 
 
 def carries_state(objective) -> bool:
@@ -110,7 +118,7 @@ def make_train_step(model, objective, tx: optax.GradientTransformation,
     grad_norm = optax.global_norm(grads)
     updates, new_opt_state = tx.update(grads, state.opt_state, state.params)
     new_params = optax.apply_updates(state.params, updates)
-    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & _all_finite(new_params)
     keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)
     new_state = state.replace(step=state.step + 1,
                               params=keep(new_params, state.params),

@@ -1,18 +1,18 @@
-"""The training loop: one jitted, sharded step; checkpoints; evaluation; metrics.
+"""Pretraining runs: one jitted, sharded step on the shared loop; checkpoints; evaluation.
 
     Trainer(model_dir=...).run('train' | 'evaluate' | 'train_and_evaluate')
 
 Everything else (model, objective, data, optimizer, batch, mesh) comes from gin.
 The state lives on the mesh in the layout its logical axes give it, the step donates
-the old state, and the loop only syncs with the devices when it logs, evaluates or
-saves. A non-finite loss never reaches a checkpoint: metrics are checked before
-every save, and `on_nonfinite='stop'` ends the run with the last good checkpoint
-intact, while 'skip' drops those updates and carries on.
+the old state, and the loop (`train.loop`, shared with fine-tuning and SBERT) only
+syncs with the devices when it logs, evaluates or saves. A non-finite loss never
+reaches a checkpoint: metrics are checked before every save, and
+`on_nonfinite='stop'` ends the run with the last good checkpoint intact, while
+'skip' drops those updates and carries on.
 """
 import itertools
 import json
 import os
-import time
 from typing import Any, Callable
 
 import gin
@@ -22,14 +22,13 @@ import numpy as np
 
 from bertjax import checkpoints
 from bertjax.train import distributed, flops, metrics as metrics_writer, optimizers, partitioning
-from bertjax.train import inputs as train_inputs, state as train_state, step as train_step
+from bertjax.train import inputs as train_inputs, loop as train_loop, state as train_state
+from bertjax.train import step as train_step
 from bertjax.configurables import typechecked
 
 RESULTS_FILE = "results.json"
-
-
-class NonFiniteLossError(RuntimeError):
-  """The loss or gradient norm became NaN/Inf and the run was configured to stop."""
+# Raised by the shared loop; `bertjax.main` and users catch it under this name too.
+NonFiniteLossError = train_loop.NonFiniteLossError
 
 
 @gin.configurable
@@ -221,7 +220,7 @@ class Trainer:
                                split=self.eval_split, sequence_length=self.sequence_length))
     if writer is not None:
       writer.write("eval", step, results)
-      writer.print(f"[eval @ step {step}] " + _fmt(results))
+      writer.print(f"[eval @ step {step}] " + metrics_writer.format_scalars(results))
     return results
 
   def evaluate_latest(self) -> dict[str, float]:
@@ -252,42 +251,37 @@ class Trainer:
     self._log(f"Training {type(self.model).__name__} on {self.train_task!r}: steps {start} -> "
               f"{self.num_train_steps}, batch {self.batch_size} x {self.sequence_length} tokens, "
               f"mesh {dict(self.mesh.shape)}, {self.flops_per_token / 1e6:.1f} MFLOPs/token.")
-    step_fn = self._train_step()
     carry = self._initial_carry(resumed_step=start or None)
-    pending, last_time, last_step, eval_results = [], None, start, None
+    eval_results = None
+
+    def eval_now(done: int) -> bool:
+      return evaluate and (done == self.num_train_steps
+                           or bool(self.eval_every and done % self.eval_every == 0))
+
+    def save_now(done: int) -> bool:
+      return done == self.num_train_steps or done % self.checkpoint_every == 0
+
+    def evaluate_and_save(done: int, state, carry) -> None:
+      nonlocal eval_results
+      evaluated = eval_now(done)
+      if evaluated:
+        eval_results = self.evaluate(state.params, writer, done)
+      if save_now(done):
+        self.checkpoints.save(done, state, {"batches_consumed": consumed + done - start,
+                                            "data_seed": self.data_seed},
+                              metrics=eval_results if evaluated else None, carry=carry)
+
+    runner = train_loop.TrainLoop(
+        self._train_step(), writer, self.log_every,
+        tokens=lambda batch: self.batch_size * self.sequence_length,
+        on_nonfinite=self.on_nonfinite, advice=self._nonfinite_advice,
+        flops_per_token=self.flops_per_token,
+        data_name=f"Training data of {self.train_task!r}")
+    batches = (train_inputs.to_global(b, self.batch_sharding) for b in batches)
     try:
-      for step in range(start, self.num_train_steps):
-        try:
-          batch = next(batches)
-        except StopIteration:
-          raise ValueError(f"Training data of {self.train_task!r} ran out after {step} steps; "
-                           f"make the train split repeat.") from None
-        batch = train_inputs.to_global(batch, self.batch_sharding)
-        if carry is None:
-          state, m = step_fn(state, batch)
-        else:
-          state, m, carry = step_fn(state, batch, carry)
-        consumed += 1
-        pending.append(m)
-        done = step + 1
-        if last_time is None:  # Do not count compilation in the throughput.
-          jax.block_until_ready(m)
-          last_time, last_step = time.perf_counter(), done
-        is_last = done == self.num_train_steps
-        eval_now = evaluate and (is_last or (self.eval_every and done % self.eval_every == 0))
-        save_now = is_last or done % self.checkpoint_every == 0
-        if pending and (done % self.log_every == 0 or eval_now or save_now):
-          last_time = self._flush(writer, pending, done, last_time, done - last_step)
-          pending, last_step = [], done
-        writer.advance(done)
-        if eval_now:
-          eval_results = self.evaluate(state.params, writer, done)
-        if save_now:
-          self.checkpoints.save(done, state, {"batches_consumed": consumed,
-                                              "data_seed": self.data_seed},
-                                metrics=eval_results if eval_now else None, carry=carry)
-        if eval_now or save_now:  # Both block; keep their time out of tokens/s.
-          last_time = time.perf_counter()
+      state, carry, _ = runner.run(state, batches, start, self.num_train_steps, carry,
+                                   pause_at=lambda done: eval_now(done) or save_now(done),
+                                   on_pause=evaluate_and_save)
     finally:
       self.checkpoints.close()
       writer.close()
@@ -299,34 +293,11 @@ class Trainer:
     return summary
 
   # ------------------------------------------------------------------------- helpers
-  def _flush(self, writer, pending: list, step: int, since: float, steps: int) -> float:
-    """Pulls the pending step metrics to the host (waiting for those steps to finish),
-    checks finiteness and writes them; returns the time the steps were done."""
-    per_step = jax.device_get(pending)
-    now = time.perf_counter()
-    seconds = now - since
-    bad = [step - len(per_step) + 1 + i for i, m in enumerate(per_step) if m["nonfinite"][0] > 0]
-    if bad and self.on_nonfinite == "stop":
-      latest = self.checkpoints.latest_step()
-      raise NonFiniteLossError(
-          f"Loss or gradient norm is NaN/Inf at step {bad[0]}. Stopped; the last good checkpoint "
-          f"is {'step ' + str(latest) if latest is not None else 'none'} in "
-          f"{self.checkpoints.directory}. Lower the learning rate, check the data, or set "
-          f"Trainer.on_nonfinite = 'skip' to drop such updates.")
-    total = None
-    for m in per_step:
-      total = metrics_writer.sum_metrics(total, m)
-    scalars = metrics_writer.reduce_metrics(total)
-    scalars["nonfinite"] = scalars["nonfinite"] * len(per_step)  # a count, not a rate
-    if steps > 0 and seconds > 0:
-      tokens = self.batch_size * self.sequence_length * steps / seconds
-      scalars.update({"steps_per_sec": steps / seconds, "tokens_per_sec": tokens,
-                      "model_flops_per_sec": tokens * self.flops_per_token})
-    if bad:
-      writer.print(f"Skipped {len(bad)} non-finite step(s): {bad[:5]}")
-    writer.write("train", step, scalars)
-    writer.advance(step, {k: scalars[k] for k in ("loss", "learning_rate") if k in scalars})
-    return now
+  def _nonfinite_advice(self) -> str:
+    latest = self.checkpoints.latest_step()
+    return (f"the last good checkpoint is {'step ' + str(latest) if latest is not None else 'none'}"
+            f" in {self.checkpoints.directory}. Lower the learning rate, check the data, or set "
+            f"Trainer.on_nonfinite = 'skip' to drop such updates.")
 
   def _write_results(self, results: dict) -> None:
     if jax.process_index() == 0:
@@ -337,7 +308,3 @@ class Trainer:
     if jax.process_index() == 0:
       print(message, flush=True)
 
-
-def _fmt(scalars: dict) -> str:
-  return ", ".join(f"{k}={v:.4g}" for k, v in sorted(scalars.items())
-                   if isinstance(v, (int, float)))

@@ -9,7 +9,7 @@ VOCAB=${VOCAB:-$HOME/.cache/bertjax/wordpiece-8192}  # the quickstart's corpus W
 OUT=${OUT:-/tmp/sbert_runs}
 mkdir -p "$OUT"
 [ -d "$TINY/checkpoints" ] || python -m bertjax.main --gin_file=gin/quickstart.gin --model_dir="$TINY"
-run() { nice -n 5 /usr/bin/time -f "wall %e s" python experiments/sbert/train.py \
+run() { nice -n 5 /usr/bin/time -f "wall %e s" python -m bertjax.sbert.train \
           --results="$OUT/results.jsonl" --nosick "$@"; }
 # all-MiniLM-L6-v2: untrained poolings, then SBERT-STSb and SBERT-NLI, 120 steps each
 # (what a shared 2-core CPU finished; drop --max_steps for full epochs).

@@ -16,6 +16,8 @@ from bertjax.finetune import loop, pipelines, run
 from bertjax.finetune.tokenization import WordPiece
 from bertjax.checkpoints import converted as hf_checkpoint
 from bertjax.hf import model as hf_model
+from bertjax.train import loop as train_loop
+from tests.helpers import finetune as ftl
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "man", "sleeps", "person", "dog",
          "cat", "it", "rains", "is", "dry", "."]
@@ -129,3 +131,27 @@ def test_squad20_and_swag_pipelines_on_official_format_files(tmp_path):
   assert rows[0] == ["pred"] and len(rows) == 9
   predicted = np.array([int(r[0]) for r in rows[1:]])
   assert np.mean(predicted == np.arange(8) % 4) == swag["accuracy"]
+
+
+@pytest.mark.slow
+def test_nonfinite_finetuning_stops_before_anything_is_selected_or_predicted(tmp_path):
+  hf_dir = _tiny_hf(tmp_path / "hf", "BertModel")
+  ckpt = str(tmp_path / "ckpt")
+  hf_checkpoint.save(hf_model.from_hf(hf_dir), ckpt, tokenizer_from=hf_dir)
+  data_dir = ftl.write_rte(tmp_path / "data", train_rows=48, dev_rows=4, test_rows=4)
+  out = tmp_path / "out"
+  # One epoch of 24 steps: lr 1e6 blows the weights up long before its end.
+  run.FLAGS(["run", "--task=rte", f"--checkpoint={ckpt}", f"--output_dir={out}",
+             f"--data_dir={data_dir}", "--batch_size=2", "--eval_batch_size=4",
+             "--max_seq_length=16", "--log_every=1", "--learning_rate=1e6", "--num_epochs=1"])
+  try:
+    with pytest.raises(train_loop.NonFiniteLossError,
+                       match=r"NaN/Inf at step \d+\. Stopped; .*Lower "
+                             r"FinetuneConfig.learning_rate \(now 1e\+06\)"):
+      run.main([])
+  finally:
+    run.FLAGS.unparse_flags()
+  assert not (out / "predictions").exists() and not list((out / "checkpoints").glob("*"))
+  assert not (out / "results.json").exists()
+  rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+  assert all(r["split"] == "train" and r["nonfinite"] == 0 for r in rows)  # only good steps

@@ -1,5 +1,6 @@
 """Evaluation after every epoch and best-epoch selection through Orbax checkpoints."""
 import json
+import os
 
 import jax
 import numpy as np
@@ -29,11 +30,11 @@ def _arrays(n=12, length=8):
           "token_type_ids": np.zeros_like(ids), "labels": (ids[:, 0] % 2).astype(np.int32)}
 
 
-def _tuner(arrays, steps):
-  config = loop.FinetuneConfig(batch_size=4, eval_batch_size=4, learning_rate=1e-2,
-                               warmup_fraction=0.0, log_every=100)
-  return loop.Finetuner(heads.SequenceClassifier(TinyEncoder(), 2, pooling="mean"),
-                        objectives.Classification(), arrays, config, steps)
+def _tuner(arrays, steps, dropout_rate=0.1, **config):
+  config = loop.FinetuneConfig(**{**dict(batch_size=4, eval_batch_size=4, learning_rate=1e-2,
+                                         warmup_fraction=0.0, log_every=100), **config})
+  model = heads.SequenceClassifier(TinyEncoder(), 2, pooling="mean", dropout_rate=dropout_rate)
+  return loop.Finetuner(model, objectives.Classification(), arrays, config, steps)
 
 
 @pytest.mark.parametrize("scores, best_epoch", [([0.5, 0.9, 0.7], 2.0), ([0.5, 0.5, 0.25], 2.0),
@@ -64,8 +65,17 @@ def test_best_epoch_params_are_restored_and_kept_on_disk(tmp_path, scores, best_
   assert meta["step"] == 3 * int(best_epoch)
   jax.tree.map(np.testing.assert_array_equal, on_disk, seen[best_index])
   rows = [json.loads(l) for l in (tmp_path / selection.METRICS_FILE).read_text().splitlines()]
-  assert [(r["epoch"], r["split"], r["accuracy"]) for r in rows] == [
+  assert [(r["epoch"], r["split"], r["accuracy"]) for r in rows if r["split"] != "train"] == [
       (e, "dev", s) for e, s in zip([1.0, 2.0, 3.0], scores)]
+  # The train rows are the trainer's, flushed (and checked) before every evaluation.
+  train = [r for r in rows if r["split"] == "train"]
+  assert [r["step"] for r in train] == [3, 6, 9]
+  for row in train:
+    assert np.isfinite(row["loss"]) and row["grad_norm"] > 0 and row["nonfinite"] == 0
+    # The mean over the row's 3 steps s of the rate they used, 1e-2 (1 - s / 9).
+    assert row["learning_rate"] == pytest.approx(1e-2 * (1 - (row["step"] - 2) / 9))
+  for split in ("train", "dev"):
+    assert os.listdir(tmp_path / "tensorboard" / split)
   # Training continued through the epochs (the params changed between evaluations).
   assert not all(jax.tree.leaves(jax.tree.map(np.array_equal, seen[0], seen[2])))
 
@@ -94,3 +104,44 @@ def test_only_final_evaluation_and_unknown_metric(tmp_path):
   with pytest.raises(ValueError, match="'dev/mcc' is not among the scores"):
     selection.fit(_tuner(arrays, 3), arrays, 3, lambda t: ({"dev": {"f1": 0.5}}, None),
                   "dev/mcc", str(tmp_path / "b"))
+
+
+def test_skipped_nonfinite_updates_leave_a_finite_model_to_select(tmp_path):
+  arrays = _arrays()
+  # lr 1e6 overflows the weights within a few steps; 'skip' drops every such update.
+  tuner = _tuner(arrays, 9, learning_rate=1e6, on_nonfinite="skip", log_every=1)
+  seen = []
+
+  def evaluate(t):
+    seen.append(jax.tree.map(np.array, t.params))
+    return {"dev": {"accuracy": 0.5}}, None
+
+  selection.fit(tuner, arrays, 9, evaluate, "dev/accuracy", str(tmp_path), tensorboard=False)
+  rows = [json.loads(l) for l in (tmp_path / selection.METRICS_FILE).read_text().splitlines()]
+  skipped = [r["step"] for r in rows if r["split"] == "train" and r["nonfinite"] > 0]
+  assert skipped and skipped[-1] == 9
+  assert not (tmp_path / "tensorboard").exists()
+  on_disk, _ = checkpoints.load_params(str(tmp_path))
+  for params in seen + [on_disk, jax.device_get(tuner.params)]:
+    assert all(np.isfinite(p).all() for p in jax.tree.leaves(params))
+
+
+def test_microbatched_finetuning_matches_whole_batches():
+  arrays = _arrays()
+  runs = {}
+  for n in (1, 2):
+    tuner = _tuner(arrays, 3, dropout_rate=0.0, num_microbatches=n, log_every=1)
+    history = tuner.train(arrays, 3)
+    runs[n] = history, jax.device_get(tuner.params)
+  for name in ("loss", "accuracy", "grad_norm", "learning_rate", "nonfinite"):
+    np.testing.assert_allclose([r[name] for r in runs[2][0]], [r[name] for r in runs[1][0]],
+                               rtol=1e-5, err_msg=name)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
+               runs[2][1], runs[1][1])
+
+
+def test_config_rejects_bad_nonfinite_mode_and_microbatches():
+  with pytest.raises(ValueError, match="FinetuneConfig.on_nonfinite = 'ignore'"):
+    loop.FinetuneConfig(on_nonfinite="ignore")
+  with pytest.raises(ValueError, match="num_microbatches = 3: .*batch_size = 32"):
+    loop.FinetuneConfig(num_microbatches=3)

@@ -1,16 +1,22 @@
-"""SBERT training data and a few real optimizer steps of every objective on a tiny BERT."""
+"""SBERT training data, a few real optimizer steps of every objective on a tiny BERT, and
+`python -m bertjax.sbert.train` on the shared training loop."""
+import json
+import os
+import subprocess
+import sys
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bertjax.train import optimizers, step as train_step
+from bertjax.train import loop as train_loop, optimizers, step as train_step
 from bertjax import paths
 from bertjax.sbert import data as sbert_data, io as sbert_io
 from bertjax.models import bert
 from bertjax.sbert import model as sbert
-from bertjax.sbert import losses as siamese
+from bertjax.sbert import losses as siamese, train as sbert_train
 from bertjax.train.state import TrainState
 from tests.helpers import sbert as sbert_helpers
 
@@ -87,3 +93,73 @@ def test_train_step_lowers_each_loss_on_a_fixed_batch(tokenizer, objective, exam
     state, metrics = step(state, batch)
     losses.append(float(metrics["loss"][0]))
   assert losses[-1] < losses[0] and np.isfinite(losses).all()
+
+
+def _tiny_encoder():
+  return bert.BertModel(bert.bert_tiny(vocab_size=len(sbert_helpers.VOCAB)),
+                        add_pooling_layer=False)
+
+
+@pytest.mark.slow
+def test_train_stage_runs_the_shared_loop_and_writes_its_metrics(tokenizer, tmp_path):
+  encoder = _tiny_encoder()
+  start = nn.unbox(encoder.init(jax.random.PRNGKey(1), np.ones((1, 4), np.int32))["params"])
+  lines = []
+  config = sbert_train.TrainConfig(batch_size=2, learning_rate=1e-3, log_every=2,
+                                   num_microbatches=2)
+  trained = sbert_train.train_stage("nli", siamese.SoftmaxLoss(), NLI, 2, 3, encoder, start,
+                                    tokenizer, config, lines.append, str(tmp_path))
+  rows = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert [r["step"] for r in rows] == [2, 4, 6]  # 2 epochs of 3 batches
+  for row in rows:
+    assert row["split"] == "train" and row["nonfinite"] == 0 and row["grad_norm"] > 0
+    assert np.isfinite(row["loss"]) and 0 <= row["accuracy"] <= 1 and row["learning_rate"] > 0
+  assert os.listdir(tmp_path / "tensorboard" / "train")
+  assert [l.split(" ")[:3] for l in lines[:3]] == [["nli", "step", "2/6"], ["nli", "step", "4/6"],
+                                                   ["nli", "step", "6/6"]]
+  assert lines[-1].startswith("nli: 5 examples, 2 epoch(s) capped at 6 steps")
+  changed = jax.tree.map(lambda a, b: not np.array_equal(a, b), trained, start)
+  assert any(jax.tree.leaves(changed))
+  assert all(np.isfinite(p).all() for p in jax.tree.leaves(trained))
+
+
+@pytest.mark.slow
+def test_train_stage_stops_on_a_nonfinite_step(tokenizer):
+  encoder = _tiny_encoder()
+  start = nn.unbox(encoder.init(jax.random.PRNGKey(1), np.ones((1, 4), np.int32))["params"])
+  config = sbert_train.TrainConfig(batch_size=2, learning_rate=1e6, log_every=1)
+  with pytest.raises(train_loop.NonFiniteLossError,
+                     match=r"NaN/Inf at step \d+\. Stopped; lower --learning_rate \(now 1e\+06\)"):
+    sbert_train.train_stage("nli", siamese.SoftmaxLoss(), NLI, 20, 3, encoder, start, tokenizer,
+                            config, lambda line: None)
+
+
+def test_train_config_names_the_bad_flag():
+  with pytest.raises(ValueError, match="--num_microbatches=3: must be >= 1 and divide "
+                                       "--batch_size=16"):
+    sbert_train.TrainConfig(num_microbatches=3)
+  with pytest.raises(ValueError, match="--on_nonfinite='ignore'"):
+    sbert_train.TrainConfig(on_nonfinite="ignore")
+
+
+@pytest.mark.slow
+def test_cli_trains_scores_and_saves_an_encode_ready_model(tmp_path):
+  if not (paths.data_dir() / "stsbenchmark").exists():
+    pytest.skip("shared STS-B files are absent")
+  base = sbert_helpers.write_tiny_bert(tmp_path / "base")
+  out, results = tmp_path / "sbert", tmp_path / "results.jsonl"
+  done = subprocess.run(
+      [sys.executable, "-m", "bertjax.sbert.train", f"--checkpoint={base}", "--stages=stsb",
+       "--stsb_epochs=1", "--max_steps=3", "--log_every=1", "--eval_poolings=", "--nosick",
+       f"--out={out}", f"--results={results}", f"--metrics_dir={tmp_path / 'logs'}"],
+      capture_output=True, text=True, timeout=900)
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert "stsb step 3/3 " in done.stdout and "saved to" in done.stdout
+  scored = [json.loads(l) for l in results.read_text().splitlines()]
+  assert [r["row"] for r in scored] == ["SBERT-stsb, mean pooling"]
+  assert -100 <= scored[0]["STSb"] <= 100 and scored[0]["stages"] == ["stsb"]
+  rows = [json.loads(l) for l in (tmp_path / "logs" / "stsb" / "metrics.jsonl").read_text()
+          .splitlines()]
+  assert [r["step"] for r in rows] == [1, 2, 3]
+  assert sbert_io.read_sentence_config(out).pooling == "mean"
+  assert (out / "params").is_dir()

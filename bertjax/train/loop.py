@@ -1,0 +1,136 @@
+"""The one training loop: a jitted train step applied to a stream of batches.
+
+Pretraining (`train.trainer.Trainer`), fine-tuning (`finetune.loop.Finetuner`) and
+SBERT training (`sbert.train`) all run `TrainLoop.run`. Step metrics stay on the
+devices until a flush: every `log_every` steps, at the last step and before every
+pause (`pause_at(step)`: an evaluation, a checkpoint, the end of an epoch). A flush
+waits for those steps and checks them: the step has already dropped any non-finite
+update (`train.step`), and the loop then stops the run (`on_nonfinite='stop'`:
+NonFiniteLossError naming the first bad step, raised before the pause can evaluate
+or save anything) or reports the skipped steps ('skip'). It writes one `train` row
+through `train.metrics.MetricsWriter`: the means of the step metrics (`loss`,
+`learning_rate`, `grad_norm`, the objective's own), `nonfinite` as a count, and the
+throughput of the steps since the last flush, leaving out compilation (the first
+step), writing and pauses.
+"""
+import dataclasses
+import time
+from typing import Any, Callable, Iterator
+
+import jax
+
+from bertjax.train import metrics as train_metrics
+
+NONFINITE_MODES = ("stop", "skip")
+
+
+class NonFiniteLossError(RuntimeError):
+  """The loss, gradient norm or updated params became NaN/Inf and the run was set to stop."""
+
+
+def _never(step: int) -> bool:
+  del step
+  return False
+
+
+@dataclasses.dataclass
+class TrainLoop:
+  """How to run steps; `run` then drives one stretch of training.
+
+  Attributes:
+    step_fn: the jitted step: (state, batch) -> (state, metrics), or (state, batch,
+      carry) -> (state, metrics, carry) for an objective that carries state.
+    writer: where the `train` rows go (and the progress bar, if it has one).
+    log_every: steps between `train` rows.
+    tokens: batch -> the tokens it holds (padding included), for tokens_per_sec.
+    on_nonfinite: 'stop' or 'skip' (module docstring).
+    advice: () -> what the stop error tells the user to do, after "Stopped; ".
+    flops_per_token: model FLOPs per token, for model_flops_per_sec (None: not logged).
+    log: also prints every row as 'step N/M name=value, ...' (a run without a bar).
+    data_name: names the batch stream in the error when it ends too early.
+  """
+  step_fn: Callable
+  writer: train_metrics.MetricsWriter
+  log_every: int
+  tokens: Callable[[Any], int]
+  on_nonfinite: str = "stop"
+  advice: Callable[[], str] = lambda: "lower the learning rate or check the data."
+  flops_per_token: float | None = None
+  log: Callable[[str], None] | None = None
+  data_name: str = "The training data"
+
+  def __post_init__(self):
+    if self.on_nonfinite not in NONFINITE_MODES:
+      raise ValueError(f"on_nonfinite={self.on_nonfinite!r}: use one of {NONFINITE_MODES}.")
+    if self.log_every < 1:
+      raise ValueError(f"log_every={self.log_every}: must be >= 1.")
+
+  def run(self, state: Any, batches: Iterator, start: int, stop: int, carry: Any = None,
+          pause_at: Callable[[int], bool] = _never,
+          on_pause: Callable[[int, Any, Any], None] | None = None) -> tuple[Any, Any, list]:
+    """Steps `start` -> `stop`, one batch each; returns (state, carry, rows written).
+
+    After a step that `pause_at(steps done)` names, the pending metrics are flushed
+    (and checked) and `on_pause(steps done, state, carry)` runs. Each returned row is
+    the written one plus `step` and `elapsed_s` (seconds since `run` began).
+    """
+    began = time.perf_counter()
+    rows, pending = [], []
+    timer = None  # since when the steps of `timed_*` ran; None until compiled
+    timed_steps, timed_tokens = 0, 0
+    for step in range(start, stop):
+      try:
+        batch = next(batches)
+      except StopIteration:
+        raise ValueError(f"{self.data_name} ran out after {step} steps; make the train "
+                         f"split repeat.") from None
+      tokens = self.tokens(batch)
+      if carry is None:
+        state, metrics = self.step_fn(state, batch)
+      else:
+        state, metrics, carry = self.step_fn(state, batch, carry)
+      pending.append(metrics)
+      done = step + 1
+      if timer is None:  # Do not count compilation in the throughput.
+        jax.block_until_ready(metrics)
+        timer = time.perf_counter()
+      else:
+        timed_steps, timed_tokens = timed_steps + 1, timed_tokens + tokens
+      pause = pause_at(done)
+      if done % self.log_every == 0 or done == stop or pause:
+        scalars = self._flush(pending, done, stop, timer, timed_steps, timed_tokens)
+        timer = time.perf_counter()  # Writing (the first imports TensorBoard) is not training.
+        rows.append({"step": done, **scalars, "elapsed_s": timer - began})
+        pending, timed_steps, timed_tokens = [], 0, 0
+      self.writer.advance(done)
+      if pause and on_pause is not None:
+        on_pause(done, state, carry)
+        timer = time.perf_counter()  # Pauses block; keep their time out of tokens/s.
+    return state, carry, rows
+
+  def _flush(self, pending: list, step: int, stop: int, since: float, steps: int,
+             tokens: int) -> dict[str, float]:
+    """Pulls the pending step metrics to the host (waiting for those steps), checks
+    finiteness and writes their row; returns its scalars."""
+    per_step = jax.device_get(pending)
+    seconds = time.perf_counter() - since
+    bad = [step - len(per_step) + 1 + i for i, m in enumerate(per_step) if m["nonfinite"][0] > 0]
+    if bad and self.on_nonfinite == "stop":
+      raise NonFiniteLossError(f"The loss, gradient norm or updated parameters are NaN/Inf at "
+                               f"step {bad[0]}. Stopped; {self.advice()}")
+    total = None
+    for m in per_step:
+      total = train_metrics.sum_metrics(total, m)
+    scalars = train_metrics.reduce_metrics(total)
+    scalars["nonfinite"] = scalars["nonfinite"] * len(per_step)  # a count, not a rate
+    if steps > 0 and seconds > 0:
+      scalars.update({"steps_per_sec": steps / seconds, "tokens_per_sec": tokens / seconds})
+      if self.flops_per_token is not None:
+        scalars["model_flops_per_sec"] = scalars["tokens_per_sec"] * self.flops_per_token
+    if bad:
+      self.writer.print(f"Skipped {len(bad)} non-finite step(s): {bad[:5]}")
+    self.writer.write("train", step, scalars)
+    self.writer.advance(step, {k: scalars[k] for k in ("loss", "learning_rate") if k in scalars})
+    if self.log is not None:
+      self.log(f"step {step}/{stop} {train_metrics.format_scalars(scalars)}")
+    return scalars
