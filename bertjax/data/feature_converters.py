@@ -1,4 +1,4 @@
-"""seqio FeatureConverters: Task features -> the model batch features of the brief.
+"""seqio FeatureConverters: Task features -> the batch features of bertjax.batch.
 
   EncoderFeatureConverter   BERT-family objectives (MLM, NSP/SOP, SBO); packs.
   EncDecFeatureConverter    T5 / BART denoising ('inputs', 'targets'); packs.
@@ -14,17 +14,21 @@ task_feature_lengths seqio expects, so callers can write
   conv = EncoderFeatureConverter(nsp=True, pack=False)
   ds = conv(task_ds, conv.task_lengths(128))
 """
-from typing import Mapping, Sequence, Tuple, Union
+from typing import Iterable, Mapping, Sequence, Tuple, Union
 
 import seqio
 import tensorflow as tf
 
+from bertjax import batch
+
 Spec = seqio.FeatureConverter.FeatureSpec
 SeqLen = Union[int, Mapping[str, int]]
 
-_INT = Spec(dtype=tf.int32)
-_FLOAT = Spec(dtype=tf.float32)
-SBO_FEATURES = ("sbo_left", "sbo_right", "sbo_pos")
+
+def specs(names: Iterable[str]) -> dict[str, Spec]:
+  """seqio feature specs of batch features, with the dtype and rank bertjax.batch gives."""
+  return {name: Spec(dtype=tf.as_dtype(dtype), rank=rank)
+          for name, (dtype, rank) in batch.task_features(names).items()}
 
 
 def _real_tokens(ds: tf.data.Dataset, key: str, mask_key: str) -> tf.data.Dataset:
@@ -111,16 +115,10 @@ class EncoderFeatureConverter(seqio.FeatureConverter):
                        "(NSP/SOP); use pack=False.")
     if sbo and not mlm:
       raise ValueError("sbo=True needs mlm=True (SBO is weighted by mlm_weights).")
-    features = {"input_ids": _INT, "token_type_ids": _INT}
-    if mlm:
-      features.update(mlm_targets=_INT, mlm_weights=_FLOAT)
-    if sbo:
-      features.update({k: _INT for k in SBO_FEATURES})
-    if nsp:
-      features["next_sentence_label"] = Spec(dtype=tf.int32, rank=0)
-    self.TASK_FEATURES = features
-    self.MODEL_FEATURES = {**features, "attention_mask": _INT, "position_ids": _INT,
-                           "segment_ids": _INT}
+    names = (batch.TOKENS + (batch.MLM if mlm else ()) + (batch.SPAN_BOUNDARY if sbo else ())
+             + (batch.SENTENCE_PAIR if nsp else ()))
+    self.TASK_FEATURES = specs(names)
+    self.MODEL_FEATURES = specs(names + tuple(k for k in batch.ENCODER_INPUTS if k not in names))
     self._pad_id = pad_id
     self._window = pack_window
     super().__init__(pack=pack, **kwargs)
@@ -176,11 +174,9 @@ class EncDecFeatureConverter(seqio.FeatureConverter):
   behind `decoder_start_token_id` (T5: 0 = pad; BART: 2 = </s>); labels are the
   targets, label_weights 1.0 on real target tokens.
   """
-  TASK_FEATURES = {"inputs": _INT, "targets": _INT}
-  MODEL_FEATURES = {"input_ids": _INT, "attention_mask": _INT, "decoder_input_ids": _INT,
-                    "decoder_attention_mask": _INT, "labels": _INT, "label_weights": _FLOAT}
-  PACKING_FEATURE_DTYPES = {"encoder_segment_ids": tf.int32, "encoder_position_ids": tf.int32,
-                            "decoder_segment_ids": tf.int32, "decoder_position_ids": tf.int32}
+  TASK_FEATURES = specs(batch.SOURCE_TARGET)
+  MODEL_FEATURES = specs(batch.SEQ2SEQ_TOKENS + batch.TARGETS)
+  PACKING_FEATURE_DTYPES = {k: spec.dtype for k, spec in specs(batch.SEQ2SEQ_PACKING).items()}
 
   def __init__(self, pack: bool = True, pad_id: int = 0, decoder_start_token_id: int = 0,
                pack_window: int = 128, **kwargs):
@@ -246,11 +242,8 @@ class XLNetFeatureConverter(seqio.FeatureConverter):
   token_type_ids with `pad_token_type_id` (HF: 3), perm_mask with 1 (nobody
   sees padding), the rest with 0; attention_mask marks real tokens.
   """
-  TASK_FEATURES = {"input_ids": _INT, "token_type_ids": _INT,
-                   "perm_mask": Spec(dtype=tf.float32, rank=2),
-                   "target_mapping": Spec(dtype=tf.float32, rank=2),
-                   "target_ids": _INT, "target_weights": _FLOAT}
-  MODEL_FEATURES = {**TASK_FEATURES, "attention_mask": _INT}
+  TASK_FEATURES = specs(batch.TOKENS + batch.PERMUTATION + batch.PERMUTATION_TARGETS)
+  MODEL_FEATURES = {**TASK_FEATURES, **specs(("attention_mask",))}
   PACKING_FEATURE_DTYPES = {}
 
   def __init__(self, pad_id: int = 5, pad_token_type_id: int = 3, pack: bool = False,

@@ -11,11 +11,8 @@ from typing import Mapping
 import gin
 import jax.numpy as jnp
 
+from bertjax import batch as contract
 from bertjax.objectives import base
-
-# GPT looks token types up in its token table; packed LM batches carry all-zero ones,
-# which must not reach the model.
-LM_INPUTS = ("input_ids", "attention_mask", "position_ids", "segment_ids")
 
 
 def next_token_targets(batch: Mapping[str, base.Array]) -> tuple[base.Array, base.Array]:
@@ -40,7 +37,9 @@ class CausalLM:
   rng_names: tuple[str, ...] = ()
 
   def model_inputs(self, batch):
-    return {k: batch[k] for k in LM_INPUTS if k in batch}
+    # GPT looks token types up in its token table; packed LM batches carry all-zero ones,
+    # which must not reach the model.
+    return contract.select(batch, contract.LM_INPUTS)
 
   def __call__(self, outputs, batch):
     if "labels" in batch:

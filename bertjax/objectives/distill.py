@@ -19,8 +19,8 @@ import gin
 import jax
 import jax.numpy as jnp
 
+from bertjax import batch as contract
 from bertjax.objectives import base
-from bertjax.objectives.mlm import encoder_inputs
 
 Array = base.Array
 
@@ -64,7 +64,7 @@ def _agreement(student_logits: Array, teacher_logits: Array, weights: Array) -> 
 class Distillation:
   """Hinton distillation: alpha * T^2 KL(teacher_T || student_T) + (1 - alpha) * CE(labels).
 
-  label_key: hard labels in the batch (`mlm_targets`, or a classification `label`);
+  label_key: hard labels in the batch (`mlm_targets`, or a classification's `labels`);
     None trains on the teacher alone (alpha is then 1).
   weight_key: per-position weights (`mlm_weights`, `attention_mask`); None weighs
     every position of the logits' leading shape equally.
@@ -80,13 +80,17 @@ class Distillation:
   name: str = "distill"
   rng_names: tuple[str, ...] = ()
 
+  def __post_init__(self):
+    keys = [k for k in (self.label_key, self.weight_key) if k is not None]
+    contract.check(keys, "Distillation.label_key / weight_key")
+
   def model_inputs(self, batch):
-    return encoder_inputs(batch)
+    return contract.select(batch, contract.ENCODER_INPUTS)
 
   def __call__(self, outputs, batch):
     student, teacher = outputs[self.student_logits_key], outputs[self.teacher_logits_key]
     weights = (jnp.ones(student.shape[:-1], jnp.float32) if self.weight_key is None
-               else batch[self.weight_key])
+               else contract.require(batch, (self.weight_key,), "Distillation")[self.weight_key])
     per_position = (hard_target_loss(student, teacher) if self.hard
                     else soft_target_loss(student, teacher, self.temperature))
     soft_sum, count = _weighted(per_position, weights)
@@ -94,8 +98,8 @@ class Distillation:
                f"{self.name}_teacher_agreement": _agreement(student, teacher, weights)}
     loss = base.safe_mean(soft_sum, count)
     if self.label_key is not None:
-      label_sum, correct, label_count = base.weighted_cross_entropy(
-          student, batch[self.label_key], weights)
+      labels = contract.require(batch, (self.label_key,), "Distillation")[self.label_key]
+      label_sum, correct, label_count = base.weighted_cross_entropy(student, labels, weights)
       metrics[f"{self.name}_label_loss"] = (label_sum, label_count)
       metrics[f"{self.name}_accuracy"] = (correct, label_count)
       loss = self.alpha * loss + (1.0 - self.alpha) * base.safe_mean(label_sum, label_count)
@@ -121,16 +125,17 @@ class DistilBertLoss:
   rng_names: tuple[str, ...] = ()
 
   def model_inputs(self, batch):
-    return encoder_inputs(batch)
+    return contract.select(batch, contract.ENCODER_INPUTS)
 
   def __call__(self, outputs, batch):
     student, teacher = outputs["logits"], outputs["teacher_logits"]
+    mlm = contract.require(batch, contract.MLM, "DistilBertLoss")
     real = batch.get("attention_mask")
     real = jnp.ones(student.shape[:-1], jnp.float32) if real is None else real
-    ce_weights = batch["mlm_weights"] if self.ce_on_masked_only else real
+    ce_weights = mlm["mlm_weights"] if self.ce_on_masked_only else real
     ce_sum, ce_count = _weighted(soft_target_loss(student, teacher, self.temperature), ce_weights)
     mlm_sum, correct, mlm_count = base.weighted_cross_entropy(
-        student, batch["mlm_targets"], batch["mlm_weights"])
+        student, mlm["mlm_targets"], mlm["mlm_weights"])
     cos_sum, cos_count = _weighted(
         cosine_loss(outputs["last_hidden_state"], outputs["teacher_last_hidden_state"]), real)
     loss = (self.alpha_ce * base.safe_mean(ce_sum, ce_count)

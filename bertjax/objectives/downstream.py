@@ -9,16 +9,15 @@ from typing import Mapping
 import jax
 import jax.numpy as jnp
 
+from bertjax import batch as contract
 from bertjax.objectives.base import safe_mean, weighted_cross_entropy
-
-_ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 class _FineTuneObjective:
   rng_names: tuple[str, ...] = ()
 
   def model_inputs(self, batch: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
-    return {k: batch[k] for k in _ENCODER_INPUTS if k in batch}
+    return contract.select(batch, contract.ENCODER_INPUTS)
 
   @staticmethod
   def example_weights(batch: Mapping[str, jax.Array]) -> jax.Array:
@@ -32,7 +31,8 @@ class Classification(_FineTuneObjective):
 
   def __call__(self, outputs, batch):
     weights = self.example_weights(batch)
-    loss, correct, count = weighted_cross_entropy(outputs["logits"], batch["labels"], weights)
+    labels = contract.require(batch, ("labels",), "Classification")["labels"]
+    loss, correct, count = weighted_cross_entropy(outputs["logits"], labels, weights)
     return safe_mean(loss, count), {"loss": (loss, count), "accuracy": (correct, count)}
 
 
@@ -44,7 +44,8 @@ class Regression(_FineTuneObjective):
 
   def __call__(self, outputs, batch):
     weights = self.example_weights(batch)
-    target = (batch["labels"].astype(jnp.float32) - self.center) / self.scale
+    labels = contract.require(batch, ("labels",), "Regression")["labels"]
+    target = (labels.astype(jnp.float32) - self.center) / self.scale
     error = outputs["logits"][..., 0].astype(jnp.float32) - target
     loss, count = (weights * error**2).sum(), weights.sum()
     return safe_mean(loss, count), {"loss": (loss, count)}
@@ -55,9 +56,10 @@ class SpanExtraction(_FineTuneObjective):
 
   def __call__(self, outputs, batch):
     weights = self.example_weights(batch)
+    spans = contract.require(batch, contract.SPAN_TARGETS, "SpanExtraction")
     start, start_ok, count = weighted_cross_entropy(outputs["start_logits"],
-                                                    batch["start_positions"], weights)
-    end, end_ok, _ = weighted_cross_entropy(outputs["end_logits"], batch["end_positions"],
+                                                    spans["start_positions"], weights)
+    end, end_ok, _ = weighted_cross_entropy(outputs["end_logits"], spans["end_positions"],
                                             weights)
     loss = (start + end) / 2
     return safe_mean(loss, count), {"loss": (loss, count),
@@ -69,6 +71,7 @@ class TokenClassification(_FineTuneObjective):
   """NER: cross-entropy at the tokens with `label_weights` 1 (each word's first piece)."""
 
   def __call__(self, outputs, batch):
-    weights = batch["label_weights"].astype(jnp.float32) * self.example_weights(batch)[:, None]
-    loss, correct, count = weighted_cross_entropy(outputs["logits"], batch["labels"], weights)
+    targets = contract.require(batch, contract.TARGETS, "TokenClassification")
+    weights = targets["label_weights"].astype(jnp.float32) * self.example_weights(batch)[:, None]
+    loss, correct, count = weighted_cross_entropy(outputs["logits"], targets["labels"], weights)
     return safe_mean(loss, count), {"loss": (loss, count), "accuracy": (correct, count)}

@@ -5,21 +5,14 @@ token id where a position was selected and `mlm_weights` is 1.0 there. The loss 
 the cross-entropy over selected positions only, averaged over their count.
 """
 import dataclasses
-from typing import Mapping, Optional
+from typing import Optional
 
 import gin
 import jax
 import jax.numpy as jnp
 
+from bertjax import batch as contract
 from bertjax.objectives import base
-
-# The batch features every encoder takes (see the batch contract in the brief).
-ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids", "segment_ids")
-
-
-def encoder_inputs(batch: Mapping[str, base.Array]) -> dict[str, base.Array]:
-  """The encoder features present in `batch`, as keyword arguments for the module."""
-  return {k: batch[k] for k in ENCODER_INPUTS if k in batch}
 
 
 @gin.configurable
@@ -40,7 +33,7 @@ class MaskedLM:
   rng_names: tuple[str, ...] = ()
 
   def model_inputs(self, batch):
-    inputs = encoder_inputs(batch)
+    inputs = contract.select(batch, contract.ENCODER_INPUTS)
     if self.max_predictions is not None:
       inputs["masked_positions"] = self._positions(batch)
     return inputs
@@ -54,7 +47,8 @@ class MaskedLM:
       raise ValueError(f"MaskedLM expects the model output {self.logits_key!r}; the model "
                        f"returned {sorted(k for k, v in outputs.items() if v is not None)}. "
                        f"Set MaskedLM.logits_key in gin.")
-    targets, weights = batch["mlm_targets"], batch["mlm_weights"]
+    mlm = contract.require(batch, contract.MLM, "MaskedLM")
+    targets, weights = mlm["mlm_targets"], mlm["mlm_weights"]
     metrics = {}
     if self.max_predictions is not None:
       positions = self._positions(batch)
@@ -62,7 +56,8 @@ class MaskedLM:
       weights = jnp.take_along_axis(weights, positions, axis=1)
       metrics[f"{self.name}_dropped"] = (batch["mlm_weights"].sum() - weights.sum(),
                                          jnp.asarray(1.0))
-    loss_sum, correct, count = base.weighted_cross_entropy(outputs[self.logits_key], targets, weights)
+    loss_sum, correct, count = base.weighted_cross_entropy(outputs[self.logits_key], targets,
+                                                           weights)
     metrics.update({f"{self.name}_loss": (loss_sum, count),
                     f"{self.name}_accuracy": (correct, count)})
     return base.safe_mean(loss_sum, count), metrics

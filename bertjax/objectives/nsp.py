@@ -14,8 +14,9 @@ from typing import Sequence
 import gin
 import jax.numpy as jnp
 
+from bertjax import batch as contract
 from bertjax.objectives import base
-from bertjax.objectives.mlm import MaskedLM, encoder_inputs
+from bertjax.objectives.mlm import MaskedLM
 
 
 @gin.configurable
@@ -31,16 +32,20 @@ class SentencePair:
   label_key: str = "next_sentence_label"
   rng_names: tuple[str, ...] = ()
 
+  def __post_init__(self):
+    contract.check((self.label_key,), "SentencePair.label_key")
+
   def model_inputs(self, batch):
-    return encoder_inputs(batch)
+    return contract.select(batch, contract.ENCODER_INPUTS)
 
   def __call__(self, outputs, batch):
-    labels = batch[self.label_key]
+    labels = contract.require(batch, (self.label_key,), "SentencePair")[self.label_key]
     if "attention_mask" in batch:
       weights = (batch["attention_mask"].sum(-1) > 0).astype(jnp.float32)
     else:
       weights = jnp.ones(labels.shape, jnp.float32)
-    loss_sum, correct, count = base.weighted_cross_entropy(outputs[self.logits_key], labels, weights)
+    loss_sum, correct, count = base.weighted_cross_entropy(outputs[self.logits_key], labels,
+                                                           weights)
     metrics = {f"{self.name}_loss": (loss_sum, count),
                f"{self.name}_accuracy": (correct, count)}
     return base.safe_mean(loss_sum, count), metrics

@@ -23,9 +23,8 @@ import gin
 import jax
 import jax.numpy as jnp
 
+from bertjax import batch as contract
 from bertjax.objectives import base
-
-XLNET_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "perm_mask", "target_mapping")
 
 
 @gin.configurable
@@ -42,7 +41,7 @@ class PermutationLM:
   rng_names: tuple[str, ...] = ()
 
   def model_inputs(self, batch: Mapping[str, base.Array]) -> dict[str, base.Array]:
-    inputs = {k: batch[k] for k in XLNET_INPUTS if k in batch}
+    inputs = contract.select(batch, contract.PERMUTATION_INPUTS)
     if "mems" in batch:  # carried batch-major [B, layers, M, H]; the model is layer-major
       inputs["mems"] = jnp.swapaxes(batch["mems"], 0, 1)
     return inputs
@@ -51,8 +50,10 @@ class PermutationLM:
     if self.logits_key not in outputs:
       raise ValueError(f"PermutationLM expects the model output {self.logits_key!r}; the model "
                        f"returned {sorted(k for k, v in outputs.items() if v is not None)}.")
+    targets = contract.require(batch, contract.PERMUTATION_TARGETS, "PermutationLM",
+                               writer="the 'xlnet_plm' task")
     loss_sum, correct, count = base.weighted_cross_entropy(
-        outputs[self.logits_key], batch["target_ids"], batch["target_weights"])
+        outputs[self.logits_key], targets["target_ids"], targets["target_weights"])
     metrics = {f"{self.name}_loss": (loss_sum, count),
                f"{self.name}_accuracy": (correct, count)}
     return base.safe_mean(loss_sum, count), metrics

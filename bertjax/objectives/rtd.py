@@ -19,8 +19,8 @@ import gin
 import jax.numpy as jnp
 import optax
 
+from bertjax import batch as contract
 from bertjax.objectives import base
-from bertjax.objectives.mlm import encoder_inputs
 
 
 def token_weights(batch) -> jnp.ndarray:
@@ -60,17 +60,17 @@ class ReplacedTokenDetection:
   rng_names: tuple[str, ...] = ("sample",)
 
   def model_inputs(self, batch):
-    inputs = encoder_inputs(batch)
-    inputs.update(mlm_targets=batch["mlm_targets"], mlm_weights=batch["mlm_weights"])
-    return inputs
+    return {**contract.select(batch, contract.ENCODER_INPUTS),
+            **contract.require(batch, contract.MLM, "ReplacedTokenDetection")}
 
   def __call__(self, outputs, batch):
     for key in ("generator_logits", "discriminator_logits", "replaced"):
       if key not in outputs:
         raise ValueError(f"ReplacedTokenDetection needs the model output {key!r}; use "
                          "bertjax.models.electra.ElectraGeneratorDiscriminator.")
+    mlm = contract.require(batch, contract.MLM, "ReplacedTokenDetection")
     mlm_sum, mlm_correct, mlm_count = base.weighted_cross_entropy(
-        outputs["generator_logits"], batch["mlm_targets"], batch["mlm_weights"])
+        outputs["generator_logits"], mlm["mlm_targets"], mlm["mlm_weights"])
     weights = token_weights(batch)
     rtd_sum, rtd_correct, count, caught, replaced = detection_loss(
         outputs["discriminator_logits"], outputs["replaced"], weights)

@@ -9,11 +9,10 @@ import dataclasses
 
 import gin
 
+from bertjax import batch as contract
 from bertjax.objectives import base
-from bertjax.objectives.mlm import MaskedLM, encoder_inputs
+from bertjax.objectives.mlm import MaskedLM
 from bertjax.objectives.nsp import PretrainingObjective
-
-SBO_FEATURES = ("sbo_left", "sbo_right", "sbo_pos")
 
 
 @gin.configurable
@@ -24,19 +23,18 @@ class SpanBoundary:
   rng_names: tuple[str, ...] = ()
 
   def model_inputs(self, batch):
-    missing = [k for k in SBO_FEATURES if k not in batch]
-    if missing:
-      raise ValueError(f"SpanBoundary needs the batch features {missing}; use a span-masking "
-                       "task (e.g. 'spanbert') whose converter keeps the SBO features.")
-    return {**encoder_inputs(batch), **{k: batch[k] for k in SBO_FEATURES}}
+    return {**contract.select(batch, contract.ENCODER_INPUTS),
+            **contract.require(batch, contract.SPAN_BOUNDARY, "SpanBoundary",
+                               writer="the 'spanbert' task")}
 
   def __call__(self, outputs, batch):
     if self.logits_key not in outputs:
       raise ValueError(f"SpanBoundary expects the model output {self.logits_key!r} (e.g. "
                        "SpanBertForPreTraining called with the SBO features); got "
                        f"{sorted(k for k, v in outputs.items() if v is not None)}.")
+    mlm = contract.require(batch, contract.MLM, "SpanBoundary")
     loss_sum, correct, count = base.weighted_cross_entropy(
-        outputs[self.logits_key], batch["mlm_targets"], batch["mlm_weights"])
+        outputs[self.logits_key], mlm["mlm_targets"], mlm["mlm_weights"])
     metrics = {f"{self.name}_loss": (loss_sum, count), f"{self.name}_accuracy": (correct, count)}
     return base.safe_mean(loss_sum, count), metrics
 

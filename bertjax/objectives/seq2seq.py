@@ -10,22 +10,13 @@ z_loss (Mesh TensorFlow / T5X) adds z_loss * log(Z)^2 per target token, keeping 
 softmax normalizer near 1 for stable bfloat16 training; 0 disables it.
 """
 import dataclasses
-from typing import Mapping
 
 import gin
 import jax
 import jax.numpy as jnp
 
+from bertjax import batch as contract
 from bertjax.objectives import base
-
-SEQ2SEQ_INPUTS = ("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask",
-                  "encoder_segment_ids", "decoder_segment_ids", "encoder_position_ids",
-                  "decoder_position_ids")
-
-
-def seq2seq_inputs(batch: Mapping[str, base.Array]) -> dict[str, base.Array]:
-  """The encoder-decoder features present in `batch`, as keyword arguments."""
-  return {k: batch[k] for k in SEQ2SEQ_INPUTS if k in batch}
 
 
 @gin.configurable
@@ -38,15 +29,16 @@ class Seq2SeqLM:
   rng_names: tuple[str, ...] = ()
 
   def model_inputs(self, batch):
-    return seq2seq_inputs(batch)
+    return contract.select(batch, contract.SEQ2SEQ_INPUTS)
 
   def __call__(self, outputs, batch):
     if self.logits_key not in outputs:
       raise ValueError(f"Seq2SeqLM expects the model output {self.logits_key!r}; the model "
                        f"returned {sorted(k for k, v in outputs.items() if v is not None)}.")
     logits = outputs[self.logits_key]
-    weights = batch["label_weights"]
-    loss_sum, correct, count = base.weighted_cross_entropy(logits, batch["labels"], weights)
+    targets = contract.require(batch, contract.TARGETS, "Seq2SeqLM")
+    weights = targets["label_weights"]
+    loss_sum, correct, count = base.weighted_cross_entropy(logits, targets["labels"], weights)
     metrics = {f"{self.name}_loss": (loss_sum, count),
                f"{self.name}_accuracy": (correct, count)}
     total = loss_sum

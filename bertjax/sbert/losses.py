@@ -16,9 +16,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from bertjax import batch as contract
 from bertjax.objectives.base import Array, Metrics, safe_mean
-
-_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def _weights(batch: Mapping[str, Array], size: int) -> Array:
@@ -37,7 +36,7 @@ class _SiameseObjective:
   rng_names: tuple[str, ...] = ()
 
   def model_inputs(self, batch: Mapping[str, Array]) -> dict:
-    return {name: batch[name] for name in _INPUTS if name in batch}
+    return contract.select(batch, contract.ENCODER_INPUTS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,8 +46,10 @@ class SoftmaxLoss(_SiameseObjective):
   def __call__(self, outputs, batch) -> tuple[Array, Metrics]:
     logits = outputs["logits"].astype(jnp.float32)
     weight = _weights(batch, logits.shape[0])
-    nll = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"])
-    correct = (jnp.argmax(logits, -1) == batch["label"]).astype(jnp.float32)
+    label = contract.require(batch, ("label",), "SoftmaxLoss",
+                             writer="sbert.data.Examples(label=...)")["label"]
+    nll = optax.softmax_cross_entropy_with_integer_labels(logits, label)
+    correct = (jnp.argmax(logits, -1) == label).astype(jnp.float32)
     loss_sum, count = (nll * weight).sum(), weight.sum()
     return safe_mean(loss_sum, count), {"loss": (loss_sum, count),
                                         "accuracy": ((correct * weight).sum(), count)}
@@ -62,7 +63,9 @@ class CosineSimilarityLoss(_SiameseObjective):
     embeddings = outputs["embeddings"].astype(jnp.float32)
     cosine = cosine_similarity(embeddings[:, 0], embeddings[:, 1])
     weight = _weights(batch, cosine.shape[0])
-    squared = jnp.square(cosine - batch["score"].astype(jnp.float32))
+    score = contract.require(batch, ("score",), "CosineSimilarityLoss",
+                             writer="sbert.data.Examples(score=...)")["score"]
+    squared = jnp.square(cosine - score.astype(jnp.float32))
     loss_sum, count = (squared * weight).sum(), weight.sum()
     return safe_mean(loss_sum, count), {"loss": (loss_sum, count)}
 

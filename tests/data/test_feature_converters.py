@@ -1,11 +1,21 @@
-"""Feature converters: packing keeps examples apart and recoverable; enc-dec and XLNet."""
+"""Feature converters: packing keeps examples apart and recoverable; enc-dec and XLNet;
+every converter writes exactly the batch features of bertjax.batch, with their dtypes."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from bertjax import batch as contract
 from bertjax.data import feature_converters as fc
 
 L = 16
+
+
+def assert_contract(row, names):
+  """`row` (one example) holds exactly `names`, each with bertjax.batch's dtype and rank."""
+  assert sorted(row) == sorted(names)
+  for name, value in row.items():
+    feature = contract.FEATURES[name]
+    assert (value.dtype, value.ndim) == (np.dtype(feature.dtype), feature.rank), name
 
 
 def encoder_examples(lengths, sbo=False):
@@ -33,6 +43,7 @@ def test_packing_never_mixes_examples_and_every_example_is_recoverable():
   exs, ds = encoder_examples(lengths, sbo=True)
   conv = fc.EncoderFeatureConverter(pack=True, sbo=True, pad_id=7, pack_window=32)
   rows = list(conv(ds, conv.task_lengths(L)).as_numpy_iterator())
+  assert_contract(rows[0], contract.ENCODER_INPUTS + contract.MLM + contract.SPAN_BOUNDARY)
   recovered = []
   for row in rows:
     seg, pos = row["segment_ids"], row["position_ids"]
@@ -64,6 +75,7 @@ def test_unpacked_pads_and_keeps_nsp_label():
   conv = fc.EncoderFeatureConverter(pack=False, nsp=True)
   rows = list(conv(ds, conv.task_lengths(8)).as_numpy_iterator())
   assert [r["next_sentence_label"] for r in rows] == [1, 1]
+  assert_contract(rows[0], contract.ENCODER_INPUTS + contract.MLM + contract.SENTENCE_PAIR)
   np.testing.assert_array_equal(rows[0]["attention_mask"], [1] * 5 + [0] * 3)
   np.testing.assert_array_equal(rows[0]["segment_ids"], [1] * 5 + [0] * 3)
   np.testing.assert_array_equal(rows[0]["position_ids"], [0, 1, 2, 3, 4, 0, 0, 0])
@@ -79,6 +91,8 @@ def test_enc_dec_shift_within_examples(pack):
       {"inputs": tf.ragged.constant(inputs), "targets": tf.ragged.constant(targets)})
   conv = fc.EncDecFeatureConverter(pack=pack, pad_id=1, decoder_start_token_id=2)
   rows = list(conv(ds, conv.task_lengths(8)).as_numpy_iterator())
+  assert_contract(rows[0], contract.SEQ2SEQ_TOKENS + contract.TARGETS
+                  + (contract.SEQ2SEQ_PACKING if pack else ()))
   if pack:
     (row,) = rows
     np.testing.assert_array_equal(row["input_ids"], [5, 6, 7, 8, 9, 1, 1, 1])
@@ -102,6 +116,7 @@ def test_xlnet_pads_permutation_features():
   ds = tf.data.Dataset.from_tensors(ex)
   conv = fc.XLNetFeatureConverter()
   (row,) = list(conv(ds, conv.task_lengths(6, num_predict=3)).as_numpy_iterator())
+  assert_contract(row, contract.PERMUTATION_INPUTS + contract.PERMUTATION_TARGETS)
   np.testing.assert_array_equal(row["input_ids"], [10, 11, 12, 13, 5, 5])
   np.testing.assert_array_equal(row["attention_mask"], [1, 1, 1, 1, 0, 0])
   np.testing.assert_array_equal(row["token_type_ids"][4:], 3)

@@ -7,6 +7,7 @@ import pytest
 import seqio
 import tensorflow as tf
 
+from bertjax import batch as contract
 from bertjax.train import optimizers, step as train_step
 from bertjax.data import corpus, vocab_training
 from bertjax.data import recipes
@@ -43,9 +44,10 @@ def test_loss_is_mean_token_cross_entropy_over_label_weights():
 
 
 def test_model_inputs_pass_packing_features_only():
-  batch = {k: np.zeros((1, 4), np.int32) for k in seq2seq.SEQ2SEQ_INPUTS + ("labels",)}
+  batch = {k: np.zeros((1, 4), np.int32) for k in contract.SEQ2SEQ_INPUTS + ("labels",)}
   inputs = seq2seq.Seq2SeqLM().model_inputs(batch)
-  assert set(inputs) == set(seq2seq.SEQ2SEQ_INPUTS)
+  assert set(inputs) == set(contract.SEQ2SEQ_INPUTS)
+  assert set(contract.SEQ2SEQ_PACKING) <= set(inputs)
 
 
 def tiny_t5(vocab_size: int) -> t5.T5ForConditionalGeneration:

@@ -26,5 +26,5 @@ def _causal_lm_converter(vocab, pack):
 
 
 registry.register("causal_lm", causal_lm_preprocessors,
-                  batch.task_features(("input_ids", "token_type_ids")),
+                  batch.task_features(batch.TOKENS),
                   _causal_lm_converter, pack=False)

@@ -16,11 +16,9 @@ from bertjax.data import feature_converters as fc
 from bertjax.data.preprocessors import masking, pairs, span_masking
 from bertjax.data.recipes import registry, roles
 
-_MLM_FEATURES = batch.task_features(("input_ids", "token_type_ids") + batch.MLM)
-_NSP_FEATURES = batch.task_features(("input_ids", "token_type_ids") + batch.MLM
-                                    + batch.SENTENCE_PAIR)
-_SBO_FEATURES = batch.task_features(("input_ids", "token_type_ids") + batch.MLM
-                                    + batch.SPAN_BOUNDARY)
+_MLM_FEATURES = batch.task_features(batch.TOKENS + batch.MLM)
+_NSP_FEATURES = batch.task_features(batch.TOKENS + batch.MLM + batch.SENTENCE_PAIR)
+_SBO_FEATURES = batch.task_features(batch.TOKENS + batch.MLM + batch.SPAN_BOUNDARY)
 
 
 def _mlm(vocab, whole_word: bool, **kwargs) -> registry.Preprocessor:

@@ -26,7 +26,7 @@ from bertjax.data import feature_converters as fc
 from bertjax.data.preprocessors import denoising, pairs, span_corruption
 from bertjax.data.recipes import registry, roles
 
-_SEQ2SEQ_FEATURES = batch.task_features(("inputs", "targets"))
+_SEQ2SEQ_FEATURES = batch.task_features(batch.SOURCE_TARGET)
 
 
 def flatten_sentences(dataset: tf.data.Dataset) -> tf.data.Dataset:

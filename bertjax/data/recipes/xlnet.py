@@ -14,8 +14,8 @@ from bertjax.data import feature_converters as fc
 from bertjax.data.preprocessors import permutation
 from bertjax.data.recipes import registry, roles, seq2seq
 
-_XLNET_FEATURES = batch.task_features(("input_ids", "token_type_ids", "perm_mask",
-                                       "target_mapping") + batch.PERMUTATION_TARGETS)
+_XLNET_FEATURES = batch.task_features(batch.TOKENS + batch.PERMUTATION
+                                      + batch.PERMUTATION_TARGETS)
 
 
 @gin.configurable

@@ -12,41 +12,15 @@ import jax.numpy as jnp
 
 from bertjax.layers import activations, attention, dense, embeddings, norms, transformer
 from bertjax.layers.long_attention import kinds as attention_types  # noqa: F401  (registers the gin `attention`)
+from bertjax.models.common.config import EncoderConfig
 
 
 @dataclasses.dataclass(frozen=True)
-class BertConfig:
-  vocab_size: int = 30522
-  hidden_size: int = 768
-  num_layers: int = 12
-  num_heads: int = 12
-  intermediate_size: int = 3072
-  hidden_act: str = "gelu"
-  hidden_dropout: float = 0.1
-  attention_dropout: float = 0.1
-  max_position_embeddings: int = 512
-  type_vocab_size: int = 2
-  layer_norm_eps: float = 1e-12
-  initializer_range: float = 0.02
-  pad_token_id: int = 0
-  dtype: str = "float32"  # compute dtype; parameters are always float32
-  remat: bool = False
+class BertConfig(EncoderConfig):
+  """EncoderConfig's fields and defaults (BERT-base), plus the choice of self-attention."""
   # Long-sequence self-attention: a spec from bertjax.layers.long_attention.kinds.attention
   # (BigBird, Longformer, Linformer); None = dense attention.
   attention: Any = None
-
-  def __post_init__(self):
-    if self.hidden_size % self.num_heads:
-      raise ValueError(f"hidden_size={self.hidden_size} is not a multiple of "
-                       f"num_heads={self.num_heads}; pick sizes where it divides evenly.")
-    activations.get_activation(self.hidden_act)  # fails early on an unknown name
-
-  @property
-  def head_dim(self) -> int:
-    return self.hidden_size // self.num_heads
-
-  def replace(self, **changes) -> "BertConfig":
-    return dataclasses.replace(self, **changes)
 
 
 def _size(layers: int, hidden: int, **overrides) -> BertConfig:

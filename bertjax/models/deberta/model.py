@@ -22,27 +22,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bertjax.layers import activations, attention, dense, embeddings, norms
+from bertjax.layers import attention, dense, embeddings, norms
+from bertjax.models.common.config import EncoderConfig
 from bertjax.models.deberta import disentangled, relative
 from bertjax.models import bert
 
 
 @dataclasses.dataclass(frozen=True)
-class DebertaConfig:
+class DebertaConfig(EncoderConfig):
   """Defaults: DeBERTa-v3-base."""
   vocab_size: int = 128100
-  hidden_size: int = 768
-  num_layers: int = 12
-  num_heads: int = 12
-  intermediate_size: int = 3072
-  hidden_act: str = "gelu"
-  hidden_dropout: float = 0.1
-  attention_dropout: float = 0.1
-  max_position_embeddings: int = 512
   type_vocab_size: int = 0
   layer_norm_eps: float = 1e-7
-  initializer_range: float = 0.02
-  pad_token_id: int = 0
   embedding_size: Optional[int] = None   # None: hidden_size (else embed_proj E -> H)
   version: int = 2
   relative_attention: bool = True
@@ -55,13 +46,9 @@ class DebertaConfig:
   legacy_mlm_head: bool = True           # HF `legacy`: cls.predictions (H -> E) head layout
   enhanced_mask_decoder: bool = False
   emd_steps: int = 2
-  dtype: str = "float32"
-  remat: bool = False
 
   def __post_init__(self):
-    if self.hidden_size % self.num_heads:
-      raise ValueError(f"hidden_size={self.hidden_size} is not a multiple of "
-                       f"num_heads={self.num_heads}.")
+    super().__post_init__()
     if self.version not in (1, 2):
       raise ValueError(f"version={self.version}: use 1 (DeBERTa) or 2 (DeBERTa v2/v3).")
     unknown = set(self.pos_att_type) - set(disentangled.RELATIVE_TERMS)
@@ -73,11 +60,6 @@ class DebertaConfig:
                        "head; it needs position_biased_input=False (positions not in the input).")
     if self.enhanced_mask_decoder and self.embed_dim != self.hidden_size:
       raise ValueError("enhanced_mask_decoder needs embedding_size == hidden_size.")
-    activations.get_activation(self.hidden_act)
-
-  @property
-  def head_dim(self) -> int:
-    return self.hidden_size // self.num_heads
 
   @property
   def embed_dim(self) -> int:
@@ -95,9 +77,6 @@ class DebertaConfig:
   @property
   def rel_table_size(self) -> int:
     return 2 * (self.position_buckets if self.uses_buckets else self.max_relative)
-
-  def replace(self, **changes) -> "DebertaConfig":
-    return dataclasses.replace(self, **changes)
 
 
 def _config(defaults: dict, overrides: dict) -> DebertaConfig:

@@ -25,47 +25,27 @@ import jax.numpy as jnp
 
 from bertjax.layers import activations, attention, dense, embeddings, transformer
 from bertjax.models import bert
+from bertjax.models.common.config import EncoderConfig
 
 
 @dataclasses.dataclass(frozen=True)
-class ElectraConfig:
-  """Sizes of the discriminator (or of a lone generator, for ElectraForMaskedLM)."""
-  vocab_size: int = 30522
-  embedding_size: int = 128
+class ElectraConfig(EncoderConfig):
+  """Sizes of the discriminator (or of a lone generator, for ElectraForMaskedLM);
+  defaults: ELECTRA-Small."""
   hidden_size: int = 256
-  num_layers: int = 12
   num_heads: int = 4
   intermediate_size: int = 1024
-  hidden_act: str = "gelu"
-  hidden_dropout: float = 0.1
-  attention_dropout: float = 0.1
-  max_position_embeddings: int = 512
-  type_vocab_size: int = 2
-  layer_norm_eps: float = 1e-12
-  initializer_range: float = 0.02
-  pad_token_id: int = 0
+  embedding_size: int = 128
   # Joint pretraining: generator width (hidden, heads, intermediate) as a fraction of
   # the discriminator's; the paper uses 1/4 (small, large) to 1/3 (base). 1.0 for the
   # two-stage variant, where the discriminator starts from the generator's weights.
   generator_fraction: float = 0.25
-  dtype: str = "float32"
-  remat: bool = False
 
   def __post_init__(self):
-    if self.hidden_size % self.num_heads:
-      raise ValueError(f"hidden_size={self.hidden_size} is not a multiple of "
-                       f"num_heads={self.num_heads}.")
+    super().__post_init__()
     if not 0.0 < self.generator_fraction <= 1.0:
       raise ValueError(f"generator_fraction={self.generator_fraction} must be in (0, 1] "
                        "(the paper uses 1/4 to 1/2).")
-    activations.get_activation(self.hidden_act)
-
-  @property
-  def head_dim(self) -> int:
-    return self.hidden_size // self.num_heads
-
-  def replace(self, **changes) -> "ElectraConfig":
-    return dataclasses.replace(self, **changes)
 
   def generator_config(self) -> "ElectraConfig":
     """The generator: same depth and embeddings, `generator_fraction` of the width."""

@@ -1,0 +1,43 @@
+"""The fields every Transformer encoder family shares, with BERT's defaults.
+
+BertConfig (and through it ALBERT, RoBERTa, BigBird, DistilBERT, SpanBERT, Longformer),
+DebertaConfig and ElectraConfig inherit EncoderConfig: a family adds its own fields and
+re-declares only the defaults that differ (a re-declared field keeps its place, so the
+shared fields always come first, in this order).
+"""
+import dataclasses
+from typing import Self
+
+from bertjax.layers import activations
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderConfig:
+  vocab_size: int = 30522
+  hidden_size: int = 768
+  num_layers: int = 12
+  num_heads: int = 12
+  intermediate_size: int = 3072
+  hidden_act: str = "gelu"
+  hidden_dropout: float = 0.1
+  attention_dropout: float = 0.1
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 2
+  layer_norm_eps: float = 1e-12
+  initializer_range: float = 0.02
+  pad_token_id: int = 0
+  dtype: str = "float32"  # compute dtype; parameters are always float32
+  remat: bool = False
+
+  def __post_init__(self):
+    if self.hidden_size % self.num_heads:
+      raise ValueError(f"{type(self).__name__}: hidden_size={self.hidden_size} is not a multiple "
+                       f"of num_heads={self.num_heads}; pick sizes where it divides evenly.")
+    activations.get_activation(self.hidden_act)  # fails early on an unknown name
+
+  @property
+  def head_dim(self) -> int:
+    return self.hidden_size // self.num_heads
+
+  def replace(self, **changes) -> Self:
+    return dataclasses.replace(self, **changes)
