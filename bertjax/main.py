@@ -8,7 +8,9 @@ r"""Train and / or evaluate a model, configured entirely by gin.
 gin files are looked up as given, then under the repository's gin/ folder. The
 effective config is written to model_dir/config.gin before training starts, and the
 operative one (what was actually used) to model_dir/operative_config.gin at the end.
-Re-running the same command resumes from the latest checkpoint in model_dir.
+Re-running the same command resumes from the newest intact checkpoint in model_dir. What
+cannot work (a different model over a run's checkpoints, no intact checkpoint, nothing to
+evaluate) stops before anything is computed or written, with one line saying what to do.
 
 Multi-host (one command per host; see bertjax/train/distributed.py and tpu_scripts/):
   python -m bertjax.main ... --coordinator_address=10.0.0.2:8476 --num_processes=4 --process_id=$I
@@ -22,7 +24,7 @@ import sys
 from absl import app, flags, logging
 import gin
 
-from bertjax import configurables
+from bertjax import checkpoints, configurables
 from bertjax.train import distributed, trainer
 
 # Packages whose modules register gin configurables that gin files refer to by name;
@@ -69,10 +71,12 @@ def _write(model_dir: str, name: str, text: str) -> None:
 
 
 def run(model_dir: str, mode: str) -> dict:
-  """Builds the configured Trainer (failing on bad bindings before any compute) and runs it."""
+  """Builds the configured Trainer and checks it against model_dir (failing on bad
+  bindings or an unusable model_dir before any compute or write), then runs it."""
   model_dir = os.path.abspath(model_dir)
-  os.makedirs(model_dir, exist_ok=True)
   job = trainer.Trainer(model_dir=model_dir)
+  job.check(mode)
+  os.makedirs(model_dir, exist_ok=True)
   _write(model_dir, CONFIG_FILE, gin.config_str())
   results = job.run(mode)
   _write(model_dir, OPERATIVE_CONFIG_FILE, gin.operative_config_str())
@@ -113,6 +117,8 @@ def main(argv):
     results = run(_MODEL_DIR.value, _MODE.value)
   except trainer.NonFiniteLossError as e:
     sys.exit(f"Training stopped: {e}")
+  except checkpoints.CheckpointError as e:
+    sys.exit(f"Stopped: {e}")
   if distributed.is_coordinator():
     _report(_MODEL_DIR.value, results)
 

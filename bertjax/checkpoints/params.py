@@ -6,15 +6,18 @@ unboxed arrays) + `DIR/metadata.json` (free-form: family, config, source...).
 
 `load_params` also reads the params of a training run (bertjax.checkpoints.run), so
 fine-tuning can start from a converted Hugging Face model or from any earlier run's
-model_dir.
+model_dir: the newest step whose checksums hold (`checkpoints.integrity`).
 """
 import json
+import logging
 import os
 from typing import Any, Mapping
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+
+from bertjax.checkpoints import integrity
 
 PARAMS_ITEM = "params"
 METADATA_FILE = "metadata.json"
@@ -43,7 +46,8 @@ def load_params(directory: str) -> tuple[Any, dict[str, Any]]:
 
   `directory` may be a params checkpoint (`save_params`), a training run's
   model_dir, its `checkpoints/` folder, or one step folder of it; for a run, the
-  latest complete step's params are read (the optimizer state is not).
+  newest intact step's params are read (the optimizer state is not). A damaged step
+  folder given by name raises CheckpointError.
   """
   directory = os.path.abspath(directory)
   if not os.path.isdir(directory):
@@ -56,12 +60,16 @@ def load_params(directory: str) -> tuple[Any, dict[str, Any]]:
       with open(meta_path) as f:
         metadata = json.load(f)
     return params, metadata
-  step_dir = _find_step_dir(directory)
+  step_dir, problem = _find_step_dir(directory)
   if step_dir is None:
     raise FileNotFoundError(
         f"{directory!r} holds neither a params checkpoint (a '{PARAMS_ITEM}/' folder, as "
         f"written by `python -m bertjax.convert`) nor a complete training checkpoint "
         f"('{RUN_SUBDIR}/<step>/{STATE_ITEM}/').")
+  if problem is not None:
+    hint = ("load another step folder, or the run's model_dir (its newest intact step)"
+            if step_dir == directory else "no other step of this run is intact either")
+    raise integrity.CheckpointError(f"Checkpoint {step_dir} is damaged: {problem}; {hint}.")
   state = restore_numpy(os.path.join(step_dir, STATE_ITEM), subtree=PARAMS_ITEM)
   metadata = {"source": step_dir, "step": int(os.path.basename(step_dir))}
   return state[PARAMS_ITEM], metadata
@@ -90,14 +98,20 @@ def restore_numpy(path: str, subtree: str | None = None) -> Any:
         item=tree, restore_args=restore_args, partial_restore=subtree is not None))
 
 
-def _find_step_dir(directory: str) -> str | None:
-  """The latest complete step folder under a model_dir / checkpoints dir / step dir."""
+def _find_step_dir(directory: str) -> tuple[str | None, str | None]:
+  """(step folder, what is damaged in it): the step folder itself, or the newest intact
+  step of a model_dir / checkpoints dir (the newest damaged one when none is intact)."""
   if os.path.isdir(os.path.join(directory, STATE_ITEM)):
-    return directory
+    return directory, integrity.damage(directory, items=[STATE_ITEM])
   if os.path.isdir(os.path.join(directory, RUN_SUBDIR)):
     directory = os.path.join(directory, RUN_SUBDIR)
   # Orbax's own listing ignores uncommitted temporary folders.
-  steps = ocp.utils.checkpoint_steps(directory)
-  if not steps:
-    return None
-  return os.path.join(directory, str(max(steps)))
+  newest_damaged = (None, None)
+  for step in sorted(ocp.utils.checkpoint_steps(directory), reverse=True):
+    step_dir = os.path.join(directory, str(step))
+    problem = integrity.damage(step_dir, items=[STATE_ITEM])
+    if problem is None:
+      return step_dir, None
+    logging.warning("Skipping damaged checkpoint %s: %s", step_dir, problem)
+    newest_damaged = newest_damaged if newest_damaged[0] else (step_dir, problem)
+  return newest_damaged

@@ -4,27 +4,38 @@ One Orbax step folder per saved step, holding the item `state` (params, opt_stat
 rng), the item `extra` (JSON: input-pipeline position, metrics) and, for objectives that
 carry state between train steps (XLNet's memory), the item `carry`. Orbax writes each step
 into a temporary folder and renames it on commit, so a folder killed half-way is never
-listed as a step: the latest listed step is always complete.
+listed as a step. Once committed, a step is sealed with the checksums of its files
+(`checkpoints.integrity`; in the background for async saves), and every restore verifies
+them first: a damaged or unsealed step is never read. `newest_intact_step` is where a run
+resumes; with `set_aside` the damaged steps after it move to `damaged_checkpoints/` (beside
+`checkpoints/`), so the resumed run can save those steps again.
 """
+import itertools
+import logging
 import os
-from typing import Any, Mapping
+import shutil
+import threading
+from typing import Any, Callable, Mapping
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
+from bertjax.checkpoints import integrity
 from bertjax.checkpoints.params import RUN_SUBDIR, STATE_ITEM
 
 EXTRA_ITEM = "extra"
 CARRY_ITEM = "carry"
+DAMAGED_SUBDIR = "damaged_checkpoints"
+_barriers = itertools.count()
 
 
 class RunCheckpoints:
   """Periodic, async checkpoints of one training run, with resume.
 
   Keeps the last `keep` steps plus the `keep_best` steps with the best value of
-  `best_metric` (an eval metric, `best_mode` 'max' or 'min'). Orbax commits a step
-  atomically (temporary folder + rename), so after a crash `latest_step` is the
-  last *complete* checkpoint and leftover temporary folders are deleted.
+  `best_metric` (an eval metric, `best_mode` 'max' or 'min'; a NaN/Inf value never
+  ranks). The directory is created by the first save, not before.
   """
 
   def __init__(self, model_dir: str, keep: int = 3, best_metric: str | None = None,
@@ -39,33 +50,102 @@ class RunCheckpoints:
     self.best_metric = best_metric
     options = ocp.CheckpointManagerOptions(
         preservation_policy=ocp.checkpoint_managers.AnyPreservationPolicy(policies),
-        enable_async_checkpointing=async_save, cleanup_tmp_directories=True, create=True)
+        enable_async_checkpointing=async_save, cleanup_tmp_directories=True, create=False)
     self.directory = os.path.join(os.path.abspath(model_dir), RUN_SUBDIR)
     self._manager = ocp.CheckpointManager(self.directory, options=options,
                                           item_names=(STATE_ITEM, EXTRA_ITEM, CARRY_ITEM))
+    self._async = async_save
+    self._sealing: threading.Thread | None = None
+    self._seal_error: BaseException | None = None
+    self._intact: set[int] = set()  # steps whose checksums this object has verified
 
   def latest_step(self) -> int | None:
+    """The latest listed step (intact or not: see `newest_intact_step`)."""
     return self._manager.latest_step()
 
   def all_steps(self) -> list[int]:
     return list(self._manager.all_steps())
 
-  def batches_consumed(self) -> int:
-    """The input position of the latest complete step (0 when starting fresh)."""
-    step = self.latest_step()
-    if step is None:
-      return 0
-    extra = self._manager.restore(step, args=ocp.args.Composite(**{
-        EXTRA_ITEM: ocp.args.JsonRestore()}))[EXTRA_ITEM] or {}
-    return int(extra.get("batches_consumed", step))
+  def step_dir(self, step: int) -> str:
+    return os.path.join(self.directory, str(step))
 
+  # ------------------------------------------------------------------------- integrity
+  def damage(self, step: int) -> str | None:
+    """None when `step` is intact (sealed, every file as sealed), else what is wrong."""
+    if step in self._intact:
+      return None
+    problem = integrity.damage(self.step_dir(step))
+    if problem is None:
+      self._intact.add(step)
+    return problem
+
+  def newest_intact_step(self, set_aside: bool = False,
+                         log: Callable[[str], None] = logging.warning) -> int | None:
+    """The newest intact step (None when there is no step at all).
+
+    Newer damaged or unsealed steps are reported through `log`, one line each, and with
+    `set_aside` moved to `damaged_checkpoints/`. Raises CheckpointError when there are
+    steps but none is intact.
+    """
+    self.wait()
+    damaged = []
+    for step in sorted(self.all_steps(), reverse=True):
+      problem = self.damage(step)
+      if problem is None:
+        break
+      damaged.append((step, problem))
+    else:
+      step = None
+    if damaged and step is None:
+      listing = "; ".join(f"{self.step_dir(s)}: {p}" for s, p in damaged)
+      raise integrity.CheckpointError(
+          f"No intact checkpoint in {self.directory}: {listing}. Move {self.directory} away "
+          f"to start the run over, or give a new --model_dir.")
+    for bad, problem in damaged:
+      moved = f"; moved it to {self._set_aside(bad)}" if set_aside else ""
+      log(f"Checkpoint {self.step_dir(bad)} is damaged: {problem}{moved}. Using step {step}.")
+    if damaged and set_aside:
+      ocp.multihost.sync_global_processes(f"bertjax_set_aside_{next(_barriers)}")
+      self._manager.reload()
+    return step
+
+  def _set_aside(self, step: int) -> str:
+    """Moves a damaged step folder out of the run (process 0); returns where to."""
+    target = os.path.join(os.path.dirname(self.directory), DAMAGED_SUBDIR, str(step))
+    for n in itertools.count(2):
+      if not os.path.exists(target):
+        break
+      target = os.path.join(os.path.dirname(target), f"{step}-{n}")
+    if jax.process_index() == 0:
+      os.makedirs(os.path.dirname(target), exist_ok=True)
+      shutil.move(self.step_dir(step), target)
+    return target
+
+  def _seal(self, step: int) -> None:
+    try:
+      self._manager.wait_until_finished()
+      if jax.process_index() == 0:
+        integrity.seal(self.step_dir(step))
+    except BaseException as e:  # pylint: disable=broad-except
+      self._seal_error = e
+
+  def _check_readable(self, step: int) -> None:
+    problem = self.damage(step)
+    if problem is not None:
+      raise integrity.CheckpointError(
+          f"Checkpoint {self.step_dir(step)} is damaged: {problem}. Restore an earlier step "
+          f"(or delete this one to resume from the one before).")
+
+  # ------------------------------------------------------------------------- save / restore
   def save(self, step: int, state: Any, extra: Mapping[str, Any],
            metrics: Mapping[str, float] | None = None, carry: Any = None) -> None:
-    """Starts saving `state` (returns once device arrays are copied, then writes in the
-    background). `metrics` rank the step for keep-best; steps saved without the best
-    metric are kept only as one of the last `keep`. `carry`: state carried between
-    train steps (XLNet memory), saved with the step when given."""
-    if self.best_metric and (metrics is None or self.best_metric not in metrics):
+    """Starts saving `state` (returns once device arrays are copied, then writes and seals
+    in the background). `metrics` rank the step for keep-best; steps saved without a
+    finite best metric are kept only as one of the last `keep`. `carry`: state carried
+    between train steps (XLNet memory), saved with the step when given."""
+    self.wait()
+    if self.best_metric and (metrics is None or not np.isfinite(
+        float(metrics.get(self.best_metric, np.nan)))):
       metrics = None
     items = {STATE_ITEM: ocp.args.StandardSave(state),
              EXTRA_ITEM: ocp.args.JsonSave(dict(extra))}
@@ -74,25 +154,62 @@ class RunCheckpoints:
     self._manager.save(step, args=ocp.args.Composite(**items),
         metrics=None if metrics is None else {k: float(v) for k, v in metrics.items()},
         force=True)
+    if self._async:
+      self._sealing = threading.Thread(target=self._seal, args=(step,), daemon=True,
+                                       name=f"seal_checkpoint_{step}")
+      self._sealing.start()
+    else:
+      self._seal(step)
+      self._raise_seal_error()
+
+  def batches_consumed(self, step: int | None) -> int:
+    """The input position saved with `step` (0 for None: starting fresh)."""
+    if step is None:
+      return 0
+    extra = self._restore(step, {EXTRA_ITEM: ocp.args.JsonRestore()})[EXTRA_ITEM] or {}
+    return int(extra.get("batches_consumed", step))
 
   def restore(self, step: int, abstract_state: Any) -> tuple[Any, dict[str, Any]]:
     """Reads a step into the layout of `abstract_state` (ShapeDtypeStructs with shardings)."""
-    restored = self._manager.restore(step, args=ocp.args.Composite(**{
-        STATE_ITEM: ocp.args.StandardRestore(abstract_state),
-        EXTRA_ITEM: ocp.args.JsonRestore()}))
+    restored = self._restore(step, {STATE_ITEM: ocp.args.StandardRestore(abstract_state),
+                                    EXTRA_ITEM: ocp.args.JsonRestore()})
     return restored[STATE_ITEM], dict(restored[EXTRA_ITEM] or {})
 
   def restore_carry(self, step: int, abstract_carry: Any) -> Any | None:
     """The carried state saved with `step`, in the layout of `abstract_carry`; None
     when that step has none."""
-    if CARRY_ITEM not in self._manager.item_metadata(step):
+    self._check_readable(step)
+    if not os.path.isdir(os.path.join(self.step_dir(step), CARRY_ITEM)):
       return None
-    return self._manager.restore(step, args=ocp.args.Composite(**{
-        CARRY_ITEM: ocp.args.StandardRestore(abstract_carry)}))[CARRY_ITEM]
+    return self._restore(step, {CARRY_ITEM: ocp.args.StandardRestore(abstract_carry)})[CARRY_ITEM]
+
+  def _restore(self, step: int, args: dict) -> dict:
+    """Verified, then read by Orbax; its errors become one CheckpointError line."""
+    self._check_readable(step)
+    try:
+      return self._manager.restore(step, args=ocp.args.Composite(**args))
+    except Exception as e:  # pylint: disable=broad-except
+      first_line = (str(e).strip().splitlines() or [""])[0][:300]
+      raise integrity.CheckpointError(
+          f"Could not restore {sorted(args)} from {self.step_dir(step)} ({type(e).__name__}: "
+          f"{first_line}). Does the gin model config match the run's?") from None
+
+  def _raise_seal_error(self) -> None:
+    if self._seal_error is not None:
+      error, self._seal_error = self._seal_error, None
+      raise integrity.CheckpointError(f"Could not seal a checkpoint in {self.directory}: "
+                                      f"{type(error).__name__}: {error}") from error
 
   def wait(self) -> None:
+    """Until every started save is committed and sealed (on every process)."""
+    if self._sealing is not None:
+      self._sealing.join()
+      self._sealing = None
     self._manager.wait_until_finished()
+    self._raise_seal_error()
+    if jax.process_count() > 1:
+      ocp.multihost.sync_global_processes(f"bertjax_sealed_{next(_barriers)}")
 
   def close(self) -> None:
-    self._manager.wait_until_finished()
+    self.wait()
     self._manager.close()

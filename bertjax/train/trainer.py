@@ -8,7 +8,12 @@ the old state, and the loop (`train.loop`, shared with fine-tuning and SBERT) on
 syncs with the devices when it logs, evaluates or saves. A non-finite loss never
 reaches a checkpoint: metrics are checked before every save, and
 `on_nonfinite='stop'` ends the run with the last good checkpoint intact, while
-'skip' drops those updates and carries on.
+'skip' drops those updates and carries on; a state that is not finite is never saved.
+
+Before any compute, `check(mode)` refuses what cannot work: a gin model that differs
+from the one the run's checkpoints were trained with (`checkpoints.model_record`),
+checkpoints none of which is intact, an evaluation with nothing to evaluate. A run
+resumes from its newest intact checkpoint, and a finished run is not trained again.
 """
 import itertools
 import json
@@ -21,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bertjax import checkpoints
+from bertjax.checkpoints import model_record
 from bertjax.train import distributed, flops, metrics as metrics_writer, optimizers, partitioning
 from bertjax.train import inputs as train_inputs, loop as train_loop, state as train_state
 from bertjax.train import step as train_step
@@ -29,6 +35,13 @@ from bertjax.configurables import typechecked
 RESULTS_FILE = "results.json"
 # Raised by the shared loop; `bertjax.main` and users catch it under this name too.
 NonFiniteLossError = train_loop.NonFiniteLossError
+
+
+@jax.jit
+def _all_finite(tree) -> jax.Array:
+  flags = [jnp.isfinite(x).all() for x in jax.tree.leaves(tree)
+           if jnp.issubdtype(x.dtype, jnp.inexact)]
+  return jnp.stack(flags).all() if flags else jnp.asarray(True)
 
 
 @gin.configurable
@@ -51,6 +64,9 @@ class Trainer:
     log_every, checkpoint_every, eval_every (0: only at the end).
     keep_checkpoints (last N), best_metric / best_mode (also keep the best eval step).
     init_checkpoint: weights to start a *new* run from (ignored when resuming).
+    allow_config_change: model config fields (e.g. 'hidden_dropout', or dotted
+      'student.config.hidden_dropout') that may differ from the run's recorded model when
+      it resumes; any other difference is refused.
     on_nonfinite: 'stop' or 'skip'.
     mesh: a ready jax Mesh (from code, e.g. a multi-host launcher); default `make_mesh()`.
   """
@@ -67,7 +83,8 @@ class Trainer:
                log_every: int = 50, checkpoint_every: int = 1000, eval_every: int = 0,
                keep_checkpoints: int = 3, best_metric: str | None = None,
                best_mode: str = "max", async_checkpoints: bool = True,
-               init_checkpoint: str | None = None, on_nonfinite: str = "stop",
+               init_checkpoint: str | None = None, allow_config_change: tuple | list = (),
+               on_nonfinite: str = "stop",
                show_progress: bool = True, mesh: Any = None):
     if on_nonfinite not in ("stop", "skip"):
       raise ValueError(f"gin binding Trainer.on_nonfinite = {on_nonfinite!r}: use 'stop' or 'skip'.")
@@ -88,6 +105,7 @@ class Trainer:
     self.seed, self.data_seed = seed, seed if data_seed is None else data_seed
     self.log_every, self.checkpoint_every, self.eval_every = log_every, checkpoint_every, eval_every
     self.init_checkpoint, self.on_nonfinite = init_checkpoint, on_nonfinite
+    self.allow_config_change = tuple(allow_config_change)
     self.show_progress = show_progress
 
     # Everything below is gin-configured too; building it here makes a bad binding
@@ -104,6 +122,7 @@ class Trainer:
         async_save=async_checkpoints)
     self.batch_sharding = partitioning.batch_sharding(self.mesh, self.rules)
     self._compiled = {}
+    self._checked: dict[str, tuple[int | None, dict]] = {}
 
   # ------------------------------------------------------------------------- data
   def _dataset(self, task: str | None, split: str, batch_size: int):
@@ -134,15 +153,14 @@ class Trainer:
     self.flops_per_token = flops.for_model(self.model, self.abstract_state.params,
                                            self.sequence_length, outputs)
 
-  def _restore_or_init(self) -> tuple[train_state.TrainState, int]:
-    """(state, batches consumed): resumes the latest complete checkpoint, else starts."""
-    latest = self.checkpoints.latest_step()
-    if latest is not None:
+  def _restore_or_init(self, resume: int | None) -> tuple[train_state.TrainState, int]:
+    """(state, batches consumed): resumes checkpoint `resume`, else starts."""
+    if resume is not None:
       target = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
                             self.abstract_state, self.state_shardings)
-      state, extra = self.checkpoints.restore(latest, target)
-      self._log(f"Resumed from step {latest} in {self.checkpoints.directory}.")
-      return state, int(extra.get("batches_consumed", latest))
+      state, extra = self.checkpoints.restore(resume, target)
+      self._log(f"Resumed from step {resume} in {self.checkpoints.directory}.")
+      return state, int(extra.get("batches_consumed", resume))
     state = train_state.create_state(self.init_fn, self.tx, self.seed, self.state_shardings)
     if self.init_checkpoint:
       pretrained, meta = checkpoints.load_params(self.init_checkpoint)
@@ -194,12 +212,34 @@ class Trainer:
     return self._compiled["eval"]
 
   # ------------------------------------------------------------------------- public
+  MODES = ("train", "evaluate", "train_and_evaluate")
+
+  def check(self, mode: str) -> int | None:
+    """Refuses, before any compute, what `mode` cannot do with model_dir (module
+    docstring); returns the step to resume from (None: start fresh)."""
+    if mode not in self.MODES:
+      raise ValueError(f"--mode={mode!r}: use one of {list(self.MODES)}.")
+    key = "evaluate" if mode == "evaluate" else "train"
+    if key not in self._checked:
+      changed = {}
+      if self.checkpoints.all_steps():
+        changed = model_record.changes(self.model_dir, self.model, self.allow_config_change)
+      resume = self.checkpoints.newest_intact_step(set_aside=key == "train", log=self._log)
+      if resume is None and key == "evaluate" and not self.init_checkpoint:
+        listing = sorted(os.listdir(self.model_dir)) if os.path.isdir(self.model_dir) else None
+        raise checkpoints.CheckpointError(
+            f"--mode=evaluate: {self.model_dir} holds no checkpoint to evaluate ("
+            + ("the folder does not exist" if listing is None else f"no {checkpoints.RUN_SUBDIR}"
+               f"/<step>/ folder; it holds {listing[:8]}") + "). Give the model_dir of a "
+            "training run, or bind Trainer.init_checkpoint to the weights to evaluate.")
+      self._checked[key] = (resume, changed)
+    return self._checked[key][0]
+
   def run(self, mode: str = "train_and_evaluate") -> dict:
-    modes = {"train": lambda: self.train(evaluate=False), "evaluate": self.evaluate_latest,
-             "train_and_evaluate": lambda: self.train(evaluate=True)}
-    if mode not in modes:
-      raise ValueError(f"--mode={mode!r}: use one of {sorted(modes)}.")
-    return modes[mode]()
+    self.check(mode)
+    if mode == "evaluate":
+      return self.evaluate_latest()
+    return self.train(evaluate=mode == "train_and_evaluate")
 
   def evaluate(self, params: Any, writer=None, step: int = 0) -> dict[str, float]:
     """Metrics over `eval_steps` batches of the eval split (all of it when None)."""
@@ -224,28 +264,42 @@ class Trainer:
     return results
 
   def evaluate_latest(self) -> dict[str, float]:
-    """`--mode=evaluate`: the latest checkpoint (or init_checkpoint) on the eval split."""
+    """`--mode=evaluate`: the newest intact checkpoint (or init_checkpoint) on the eval
+    split."""
+    results, step = self._evaluate_checkpoint(self.check("evaluate"))
+    self._write_results({"eval": results, "step": step})
+    return results
+
+  def _evaluate_checkpoint(self, step: int | None) -> tuple[dict[str, float], int]:
+    """(eval metrics, step) of checkpoint `step` (None: the init_checkpoint)."""
     dataset = self._dataset(self.eval_task, self.eval_split, self.eval_batch_size)
     self._setup_state(next(train_inputs.iterate(dataset)))
-    state, _ = self._restore_or_init()
+    state, _ = self._restore_or_init(step)
     writer = metrics_writer.MetricsWriter(self.model_dir, 0, show_progress=False)
     results = self.evaluate(state.params, writer, int(state.step))
     writer.close()
-    self._write_results({"eval": results, "step": int(state.step)})
-    return results
+    return results, int(state.step)
 
   def train(self, evaluate: bool = True) -> dict:
     """Trains to num_train_steps (resuming if model_dir has a checkpoint)."""
+    resume = self.check("train")
+    if resume is not None and resume >= self.num_train_steps:
+      return self._finished(resume, evaluate)
     dataset = self._dataset(self.train_task, "train", self.batch_size)
-    consumed = self.checkpoints.batches_consumed()
+    consumed = self.checkpoints.batches_consumed(resume)
     batches = train_inputs.iterate(dataset, skip=consumed)
     first = next(batches)  # Shapes for the abstract state; then trained on, not dropped.
     batches = itertools.chain([first], batches)
     self._setup_state(first)
-    state, restored = self._restore_or_init()
+    state, restored = self._restore_or_init(resume)
     if restored != consumed:
       raise RuntimeError(f"Checkpoint changed while starting: {restored} != {consumed}.")
     start = int(state.step)
+    changed = self._checked["train"][1]
+    recorded = os.path.isfile(model_record.record_path(self.model_dir))
+    if jax.process_index() == 0 and (resume is None or changed or not recorded):
+      os.makedirs(self.model_dir, exist_ok=True)
+      model_record.write(self.model_dir, self.model, start, changed)
     writer = metrics_writer.MetricsWriter(self.model_dir, self.num_train_steps, start,
                                           self.show_progress)
     self._log(f"Training {type(self.model).__name__} on {self.train_task!r}: steps {start} -> "
@@ -267,6 +321,7 @@ class Trainer:
       if evaluated:
         eval_results = self.evaluate(state.params, writer, done)
       if save_now(done):
+        self._check_finite(done, state, carry)
         self.checkpoints.save(done, state, {"batches_consumed": consumed + done - start,
                                             "data_seed": self.data_seed},
                               metrics=eval_results if evaluated else None, carry=carry)
@@ -293,9 +348,33 @@ class Trainer:
     return summary
 
   # ------------------------------------------------------------------------- helpers
+  def _finished(self, step: int, evaluate: bool) -> dict:
+    """A re-run of a finished run: its results stay (evaluated now if they lack an eval)."""
+    path = os.path.join(self.model_dir, RESULTS_FILE)
+    results = {}
+    if os.path.isfile(path):
+      with open(path) as f:
+        results = json.load(f)
+    self._log(f"The run in {self.model_dir} is already finished: its newest checkpoint is step "
+              f"{step} (Trainer.num_train_steps = {self.num_train_steps}); results: {path}. "
+              f"Raise Trainer.num_train_steps to train on.")
+    if evaluate and not (results.get("eval") and results.get("step") == step):
+      results["eval"], results["step"] = self._evaluate_checkpoint(step)
+      self._write_results(results)
+    return results
+
+  def _check_finite(self, step: int, state, carry) -> None:
+    """Stops before a state holding NaN/Inf (e.g. an overflowed optimizer moment) is saved."""
+    if not bool(_all_finite((state.params, state.opt_state, carry))):
+      raise NonFiniteLossError(f"The parameters, optimizer state or carried state hold NaN/Inf "
+                               f"at step {step}; not saved. Stopped; {self._nonfinite_advice()}")
+
   def _nonfinite_advice(self) -> str:
-    latest = self.checkpoints.latest_step()
-    return (f"the last good checkpoint is {'step ' + str(latest) if latest is not None else 'none'}"
+    try:  # (waits for the saves under way)
+      good = self.checkpoints.newest_intact_step(log=self._log)
+    except checkpoints.CheckpointError:
+      good = None
+    return (f"the last good checkpoint is {'step ' + str(good) if good is not None else 'none'}"
             f" in {self.checkpoints.directory}. Lower the learning rate, check the data, or set "
             f"Trainer.on_nonfinite = 'skip' to drop such updates.")
 
