@@ -70,7 +70,11 @@ def load_params(directory: str) -> tuple[Any, dict[str, Any]]:
     hint = ("load another step folder, or the run's model_dir (its newest intact step)"
             if step_dir == directory else "no other step of this run is intact either")
     raise integrity.CheckpointError(f"Checkpoint {step_dir} is damaged: {problem}; {hint}.")
-  state = restore_numpy(os.path.join(step_dir, STATE_ITEM), subtree=PARAMS_ITEM)
+  try:
+    state = restore_numpy(os.path.join(step_dir, STATE_ITEM), subtree=PARAMS_ITEM)
+  except Exception as e:  # pylint: disable=broad-except
+    raise integrity.CheckpointError(f"Could not read the params of {step_dir}: "
+                                    f"{type(e).__name__}: {str(e)[:300]}") from e
   metadata = {"source": step_dir, "step": int(os.path.basename(step_dir))}
   return state[PARAMS_ITEM], metadata
 

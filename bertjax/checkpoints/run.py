@@ -144,6 +144,7 @@ class RunCheckpoints:
     finite best metric are kept only as one of the last `keep`. `carry`: state carried
     between train steps (XLNet memory), saved with the step when given."""
     self.wait()
+    self._intact.discard(step)
     if self.best_metric and (metrics is None or not np.isfinite(
         float(metrics.get(self.best_metric, np.nan)))):
       metrics = None
@@ -192,7 +193,7 @@ class RunCheckpoints:
       first_line = (str(e).strip().splitlines() or [""])[0][:300]
       raise integrity.CheckpointError(
           f"Could not restore {sorted(args)} from {self.step_dir(step)} ({type(e).__name__}: "
-          f"{first_line}). Does the gin model config match the run's?") from None
+          f"{first_line}). Does the gin model config match the run's?") from e
 
   def _raise_seal_error(self) -> None:
     if self._seal_error is not None:

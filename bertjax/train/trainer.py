@@ -26,10 +26,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from bertjax import checkpoints
-from bertjax.checkpoints import model_record
 from bertjax.train import distributed, flops, metrics as metrics_writer, optimizers, partitioning
 from bertjax.train import inputs as train_inputs, loop as train_loop, state as train_state
-from bertjax.train import step as train_step
+from bertjax.train import run_start, step as train_step
 from bertjax.configurables import typechecked
 
 RESULTS_FILE = "results.json"
@@ -122,7 +121,7 @@ class Trainer:
         async_save=async_checkpoints)
     self.batch_sharding = partitioning.batch_sharding(self.mesh, self.rules)
     self._compiled = {}
-    self._checked: dict[str, tuple[int | None, dict]] = {}
+    self._checked: dict[str, run_start.StartPoint] = {}
 
   # ------------------------------------------------------------------------- data
   def _dataset(self, task: str | None, split: str, batch_size: int):
@@ -221,19 +220,11 @@ class Trainer:
       raise ValueError(f"--mode={mode!r}: use one of {list(self.MODES)}.")
     key = "evaluate" if mode == "evaluate" else "train"
     if key not in self._checked:
-      changed = {}
-      if self.checkpoints.all_steps():
-        changed = model_record.changes(self.model_dir, self.model, self.allow_config_change)
-      resume = self.checkpoints.newest_intact_step(set_aside=key == "train", log=self._log)
-      if resume is None and key == "evaluate" and not self.init_checkpoint:
-        listing = sorted(os.listdir(self.model_dir)) if os.path.isdir(self.model_dir) else None
-        raise checkpoints.CheckpointError(
-            f"--mode=evaluate: {self.model_dir} holds no checkpoint to evaluate ("
-            + ("the folder does not exist" if listing is None else f"no {checkpoints.RUN_SUBDIR}"
-               f"/<step>/ folder; it holds {listing[:8]}") + "). Give the model_dir of a "
-            "training run, or bind Trainer.init_checkpoint to the weights to evaluate.")
-      self._checked[key] = (resume, changed)
-    return self._checked[key][0]
+      self._checked[key] = run_start.start_point(
+          self.checkpoints, self.model, evaluate=key == "evaluate",
+          init_checkpoint=self.init_checkpoint, allow_config_change=self.allow_config_change,
+          log=self._log)
+    return self._checked[key].step
 
   def run(self, mode: str = "train_and_evaluate") -> dict:
     self.check(mode)
@@ -295,11 +286,7 @@ class Trainer:
     if restored != consumed:
       raise RuntimeError(f"Checkpoint changed while starting: {restored} != {consumed}.")
     start = int(state.step)
-    changed = self._checked["train"][1]
-    recorded = os.path.isfile(model_record.record_path(self.model_dir))
-    if jax.process_index() == 0 and (resume is None or changed or not recorded):
-      os.makedirs(self.model_dir, exist_ok=True)
-      model_record.write(self.model_dir, self.model, start, changed)
+    run_start.record_model(self.model_dir, self.model, self._checked["train"], start)
     writer = metrics_writer.MetricsWriter(self.model_dir, self.num_train_steps, start,
                                           self.show_progress)
     self._log(f"Training {type(self.model).__name__} on {self.train_task!r}: steps {start} -> "

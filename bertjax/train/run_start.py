@@ -1,0 +1,50 @@
+"""Where a run starts from, decided before any compute (`Trainer.check`).
+
+- The run's checkpoints were trained with the gin model (`checkpoints.model_record`),
+  or every difference is allowed (`Trainer.allow_config_change`).
+- It resumes from the newest intact checkpoint; newer damaged ones are reported (and,
+  for training, set aside); CheckpointError when there are checkpoints but none is intact.
+- A fresh run's `init_checkpoint` exists; an evaluation has something to evaluate.
+"""
+import os
+from typing import Any, Callable, NamedTuple
+
+import jax
+
+from bertjax import checkpoints
+from bertjax.checkpoints import model_record
+
+
+class StartPoint(NamedTuple):
+  step: int | None                 # the checkpoint to resume from; None: a fresh start
+  model_changes: dict[str, list]   # allowed differences from the recorded model
+
+
+def start_point(run: checkpoints.RunCheckpoints, model: Any, *, evaluate: bool,
+                init_checkpoint: str | None, allow_config_change=(),
+                log: Callable[[str], None] = print) -> StartPoint:
+  model_dir = os.path.dirname(run.directory)
+  changes = {}
+  if run.all_steps():
+    changes = model_record.changes(model_dir, model, allow_config_change)
+  step = run.newest_intact_step(set_aside=not evaluate, log=log)
+  if step is None and init_checkpoint and not os.path.isdir(init_checkpoint):
+    raise checkpoints.CheckpointError(
+        f"gin binding Trainer.init_checkpoint = {init_checkpoint!r}: no such folder; give a "
+        "`python -m bertjax.convert` output or an earlier run's model_dir.")
+  if step is None and evaluate and not init_checkpoint:
+    listing = sorted(os.listdir(model_dir)) if os.path.isdir(model_dir) else None
+    lacks = ("the folder does not exist" if listing is None else
+             f"no {checkpoints.RUN_SUBDIR}/<step>/ folder; it holds {listing[:8]}")
+    raise checkpoints.CheckpointError(
+        f"--mode=evaluate: {model_dir} holds no checkpoint to evaluate ({lacks}). Give the "
+        "model_dir of a training run, or bind Trainer.init_checkpoint to the weights to evaluate.")
+  return StartPoint(step, changes)
+
+
+def record_model(model_dir: str, model: Any, start: StartPoint, step: int) -> None:
+  """Records the run's model when it starts fresh, changes as allowed, or has no record."""
+  recorded = os.path.isfile(model_record.record_path(model_dir))
+  if jax.process_index() == 0 and (start.step is None or start.model_changes or not recorded):
+    os.makedirs(model_dir, exist_ok=True)
+    model_record.write(model_dir, model, step, start.model_changes)
