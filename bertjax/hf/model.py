@@ -14,6 +14,7 @@ from flax import traverse_util
 from bertjax.inference import decoding
 from bertjax.hf import io, mapping, registry
 from bertjax.hf.family import Family
+from bertjax.models.common import task_heads
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +59,11 @@ def _apply(module: nn.Module, static: tuple):
 
 
 def expected_shapes(family: Family, module: nn.Module, config: Any) -> dict[str, tuple]:
+  inputs = family.init_inputs(config)
+  if isinstance(module, task_heads.MultipleChoice):  # rows of [batch, choices, length]
+    inputs = {k: v[:, None] for k, v in inputs.items()}
   abstract = jax.eval_shape(lambda: nn.unbox(module.init(jax.random.PRNGKey(0),
-                                                         **family.init_inputs(config))["params"]))
+                                                         **inputs)["params"]))
   return {k: v.shape for k, v in traverse_util.flatten_dict(abstract, sep="/").items()}
 
 
