@@ -75,7 +75,7 @@ def from_hf(path: str | os.PathLike) -> HFModel:
     raise ValueError(f"{source} has no 'model_type'; cannot tell which model family it is.")
   family = registry.family_for(hf_config["model_type"], source)
   architecture = (hf_config.get("architectures") or [next(iter(family.architectures))])[0]
-  family.check_architecture(architecture)
+  family.check_architecture(architecture, source)
   config = family.config_from_hf(hf_config)
   module = family.make_module(architecture, config)
   state, weights_file = io.load_state_dict(path)
