@@ -15,7 +15,7 @@ import shutil
 import jax
 import jax.numpy as jnp
 
-from bertjax.checkpoints.params import load_params, save_params
+from bertjax.checkpoints.params import METADATA_FILE, load_params, save_params
 from bertjax.hf import registry
 from bertjax.hf.model import HFModel
 
@@ -48,7 +48,8 @@ def load(directory: str | os.PathLike) -> HFModel:
       raise ValueError(f"{directory}/metadata.json has no {key!r}: this checkpoint was not written "
                        "by `python -m bertjax.convert`; convert it (or export from the run) first.")
   family = registry.family_by_name(metadata["family"])
-  family.check_architecture(metadata["architecture"])
+  family.check_architecture(metadata["architecture"],
+                            os.path.join(str(directory), METADATA_FILE))
   config = family.config_from_hf(metadata["hf_config"])
   module = family.make_module(metadata["architecture"], config).clone(
       **metadata.get("module_options", {}))

@@ -137,7 +137,7 @@ class Finetuner:
 
   def __init__(self, module: nn.Module, objective, example: Arrays, config: FinetuneConfig,
                total_steps: int, encoder_params: Any = None, frozen: tuple[str, ...] = (),
-               mesh=None, rules=partitioning.DEFAULT_RULES):
+               mesh=None, rules=partitioning.DEFAULT_RULES, head_params: Any = None):
     """
     Args:
       module: a heads.* model (params {'encoder', 'head'}).
@@ -146,6 +146,7 @@ class Finetuner:
       total_steps: optimizer steps, for the warmup + decay schedule.
       encoder_params: pretrained weights of the encoder (unboxed); None = random init.
       frozen: param path regexes not to train (e.g. '^encoder/' for a frozen encoder).
+      head_params: the head's weights to continue from (unboxed); None = random init.
     """
     self.module, self.objective, self.config = module, objective, config
     self.mesh = mesh or default_mesh(config)
@@ -164,13 +165,18 @@ class Finetuner:
     params = None
     if encoder_params is not None:
       random = nn.unbox(jax.jit(init_fn)(jax.random.key(config.seed)))
-      params, fresh = train_state.merge_pretrained(random, {"encoder": encoder_params},
-                                                   "encoder_params")
+      pretrained = {"encoder": encoder_params}
+      if head_params is not None:
+        pretrained["head"] = head_params
+      params, fresh = train_state.merge_pretrained(random, pretrained, "encoder_params")
       encoder_fresh = [p for p in fresh if p.startswith("encoder/")]
       if encoder_fresh:
         # A pretrained encoder must cover its whole subtree (only the pooler may be new).
         logging.warning("Encoder params not in the checkpoint, left at random init: %s",
                         encoder_fresh)
+      head_fresh = [p for p in fresh if p.startswith("head/")]
+      if head_params is not None and head_fresh:
+        raise ValueError(f"head_params to continue from lack the head's {head_fresh}.")
     self.state = train_state.create_state(init_fn, self.tx, config.seed, self.shardings, params)
     self._batch = partitioning.batch_sharding(self.mesh, rules)
     step = train_step.make_train_step(module, objective, self.tx, self.schedule,

@@ -1,12 +1,18 @@
 """One function per task family: read -> features -> fine-tune -> select -> predict.
 
-Each run evaluates on dev after every epoch, keeps the best epoch's params
-(`selection.fit`: Orbax checkpoints, keep-best on the task's main metric), scores and
-writes predictions with them, and returns a JSON-able report: the scores of every
-split and epoch, the best epoch, sizes, what the readers skipped, the training curve.
-With `Options.output_dir`, predictions go to OUTPUT_DIR/predictions/ in each
-benchmark's submission format (`submission`), checkpoints to OUTPUT_DIR/checkpoints/,
-the train rows and per-epoch scores to OUTPUT_DIR/metrics.jsonl and OUTPUT_DIR/tensorboard/.
+Each run trains its encoder family's transformers task class (`task_models`: GLUE
+...ForSequenceClassification, SQuAD ...ForQuestionAnswering, CoNLL-2003
+...ForTokenClassification, SWAG ...ForMultipleChoice), evaluates on dev after every
+epoch, keeps the best epoch's params (`selection.fit`: Orbax checkpoints, keep-best on
+the task's main metric), scores and writes predictions with them, and returns a
+JSON-able report: the scores of every split and epoch, the best epoch, sizes, what the
+readers skipped, the training curve. With `Options.output_dir`, predictions go to
+OUTPUT_DIR/predictions/ in each benchmark's submission format (`submission`),
+checkpoints to OUTPUT_DIR/checkpoints/, the train rows and per-epoch scores to
+OUTPUT_DIR/metrics.jsonl and OUTPUT_DIR/tensorboard/, and the best model to OUTPUT_DIR
+itself as a converted checkpoint of its transformers class (params/ + metadata.json +
+tokenizer files: `bertjax.open_model(OUTPUT_DIR)`, `python -m bertjax.convert
+--to_hf=DIR --checkpoint=OUTPUT_DIR`).
 """
 import contextlib
 import dataclasses
@@ -25,7 +31,7 @@ from bertjax.checkpoints import encoders
 from bertjax.evaluation import conll, readers
 from bertjax.evaluation import glue as glue_eval, squad as squad_eval, swag as swag_eval
 from bertjax.finetune import feature_based, glue, loop, ner, selection, squad, submission, swag
-from bertjax.models.common import task_heads as heads
+from bertjax.finetune import task_models
 from bertjax.objectives import downstream as objectives
 from bertjax.finetune.tokenization import WordPiece
 
@@ -43,7 +49,10 @@ class Options:
   max_steps: int | None = None           # overrides num_epochs
   eval_each_epoch: bool = True           # False: evaluate (and select) only at the end
   predict_test: bool = True              # also predict the test split where one exists
+  # "pooler": the family's transformers head; "cls" / "mean": BERT's head over raw [CLS] /
+  # the mean (an ablation, not exportable).
   pooling: str = "pooler"
+  fresh_head: bool = False  # a checkpoint of the task's class: train a new head anyway
   data_dir: str | None = None
   # SQuAD
   doc_stride: int = 128
@@ -80,15 +89,17 @@ def _predictions_path(options: Options, *parts: str) -> str | None:
   return os.path.join(options.output_dir, PREDICTIONS_DIR, *parts) if options.output_dir else None
 
 
-def _fit(model, objective, arrays, encoder: encoders.Encoder, options: Options,
+def _fit(model, objective, arrays, init: dict, options: Options,
          evaluate: selection.Evaluate, metric: str, name: str = "",
          frozen: tuple[str, ...] = ()) -> tuple[loop.Finetuner, selection.Selection, dict]:
-  """Fine-tunes with evaluation after each epoch; the finetuner ends on the best epoch."""
+  """Fine-tunes with evaluation after each epoch; the finetuner ends on the best epoch.
+
+  init: the weights to start from, {'encoder': ..., 'head': ...} (either may be absent)."""
   n = loop.num_rows(arrays)
   steps = num_train_steps(n, options)
   start = time.time()
-  tuner = loop.Finetuner(model, objective, arrays, options.finetune, steps, encoder.params,
-                         frozen=frozen)
+  tuner = loop.Finetuner(model, objective, arrays, options.finetune, steps, init.get("encoder"),
+                         frozen=frozen, head_params=init.get("head"))
   with _work_dir(options, name) as directory:
     chosen = selection.fit(tuner, arrays, steps, evaluate, metric, directory,
                            options.eval_each_epoch, tensorboard=bool(options.output_dir))
@@ -97,9 +108,28 @@ def _fit(model, objective, arrays, encoder: encoders.Encoder, options: Options,
   return tuner, chosen, report
 
 
+def _fit_task(task: task_models.TaskModel, objective, arrays, options: Options,
+              evaluate: selection.Evaluate, metric: str, what: str):
+  """`_fit` of a task model; with an output_dir, the best epoch's model is saved there as a
+  converted checkpoint of its transformers class (`what` says where it came from)."""
+  tuner, chosen, report = _fit(task.module, objective, arrays, task.start, options, evaluate,
+                               metric)
+  report["model"] = task.description
+  if options.output_dir:
+    exported = task_models.save(task, tuner.params, options.output_dir,
+                                task.encoder.tokenizer_dir,
+                                f"{what}, fine-tuned from {task.encoder.description}")
+    report["exported_as"] = exported
+  return tuner, chosen, report
+
+
 def run_glue(task_name: str, encoder: encoders.Encoder, tokenizer: WordPiece,
              options: Options) -> dict[str, Any]:
   task = glue_eval.get_task(task_name)
+  model = task_models.build(
+      encoder, task_models.SEQUENCE, task.labels or ("score",),
+      regression=(task.label_center, task.label_scale) if task.is_regression else None,
+      pooling=options.pooling, fresh_head=options.fresh_head)
   skips = readers.SkipLog()
   convert = lambda examples: encoder.fit_inputs(
       glue.convert_examples(examples, tokenizer, options.max_seq_length))
@@ -120,12 +150,10 @@ def run_glue(task_name: str, encoder: encoders.Encoder, tokenizer: WordPiece,
                        "examples": len(examples), "eval_time_s": time.time() - start}
     return scores, logits
 
-  model = heads.SequenceClassifier(encoder.module, task.num_labels, pooling=options.pooling,
-                                   dropout_rate=0.1)
   objective = (objectives.Regression(task.label_center, task.label_scale) if task.is_regression
                else objectives.Classification())
-  tuner, chosen, report = _fit(model, objective, convert(train), encoder, options, evaluate,
-                               f"{task.eval_splits[0]}/{task.metrics[0]}")
+  tuner, chosen, report = _fit_task(model, objective, convert(train), options, evaluate,
+                                    f"{task.eval_splits[0]}/{task.metrics[0]}", task.name)
   logging.info("%s best epoch: %s", task.name, chosen.scores)
   if options.output_dir:
     written = []
@@ -156,6 +184,7 @@ def run_squad(task_name: str, encoder: encoders.Encoder, tokenizer: WordPiece,
   split is available). `max_train_examples` draws a seeded random subset of the
   training questions. Selection: F1 (2.0: F1 at the best threshold, tuned on dev)."""
   version = {"squad11": "1.1", "squad20": "2.0"}[task_name]
+  model = task_models.build(encoder, task_models.SPANS, fresh_head=options.fresh_head)
   path = options.squad_file or squad_eval.default_path()
   skips = readers.SkipLog()
   train, held_out = squad_eval.split_by_article(squad_eval.read_examples(path, skips),
@@ -193,8 +222,9 @@ def run_squad(task_name: str, encoder: encoders.Encoder, tokenizer: WordPiece,
                          "eval_time_s": time.time() - start}}, (answers, margins)
 
   metric = "held_out/f1" if version == "1.1" else "held_out/best_f1"
-  _, chosen, report = _fit(heads.SpanExtractor(encoder.module), objectives.SpanExtraction(),
-                           {k: arrays[k] for k in model_keys}, encoder, options, evaluate, metric)
+  _, chosen, report = _fit_task(model, objectives.SpanExtraction(),
+                                {k: arrays[k] for k in model_keys}, options, evaluate, metric,
+                                f"SQuAD {version}")
   report["train_questions"] = len(train)
   logging.info("%s held-out (best epoch): %s", task_name, chosen.scores["held_out"])
   if options.output_dir:
@@ -228,6 +258,8 @@ def _ner_scores(tuner, sentences, arrays) -> tuple[dict[str, Any], list[list[str
 def run_ner(encoder: encoders.Encoder, tokenizer: WordPiece, options: Options) -> dict[str, Any]:
   """CoNLL-2003: fine-tune on the first N training sentences, select on dev; the test
   file (public, with gold tags) is scored and predicted with the selected params."""
+  model = task_models.build(encoder, task_models.TOKENS, conll.LABELS,
+                            fresh_head=options.fresh_head)
   skips = readers.SkipLog()
   train, train_arrays, dev, dev_arrays = _ner_data(tokenizer, options, skips)
 
@@ -235,10 +267,9 @@ def run_ner(encoder: encoders.Encoder, tokenizer: WordPiece, options: Options) -
     scores, tags = _ner_scores(tuner, dev, dev_arrays)
     return {"dev": scores}, tags
 
-  tuner, chosen, report = _fit(heads.TokenClassifier(encoder.module, len(conll.LABELS)),
-                               objectives.TokenClassification(),
-                               {k: train_arrays[k] for k in _NER_TRAIN}, encoder, options,
-                               evaluate, "dev/f1")
+  tuner, chosen, report = _fit_task(model, objectives.TokenClassification(),
+                                    {k: train_arrays[k] for k in _NER_TRAIN}, options, evaluate,
+                                    "dev/f1", "CoNLL-2003")
   logging.info("conll2003 dev (best epoch): f1=%.4f", chosen.scores["dev"]["f1"])
   written = []
   if options.output_dir:
@@ -266,6 +297,7 @@ def run_feature_based(encoder: encoders.Encoder, tokenizer: WordPiece, options: 
 
   `mode` is one of feature_based.MODES or "all" (every mode over one extraction)."""
   modes = feature_based.MODES if mode == "all" else (mode,)
+  encoder = encoders.base_encoder(encoder)
   skips = readers.SkipLog()
   train, train_arrays, dev, dev_arrays = _ner_data(tokenizer, options, skips)
   start = time.time()
@@ -274,7 +306,6 @@ def run_feature_based(encoder: encoders.Encoder, tokenizer: WordPiece, options: 
             for name, arrays in (("train", train_arrays), ("dev", dev_arrays))}
   report: dict[str, Any] = {"train_rows": len(train), "extract_time_s": time.time() - start,
                             "eval": {}, "predictions": []}
-  frozen_encoder = dataclasses.replace(encoder, params=None)  # the tagger starts from scratch
   positions = np.where(dev_arrays["first_piece"] >= 0,
                        np.arange(dev_arrays["first_piece"].shape[1]), -1)
   for name in modes:
@@ -289,8 +320,9 @@ def run_feature_based(encoder: encoders.Encoder, tokenizer: WordPiece, options: 
               ner.word_tags(logits, positions, dev))
 
     tagger = feature_based.FeatureTagger(name, len(conll.LABELS))
-    _, chosen, trained = _fit(tagger, feature_based.WordTagging(), word["train"], frozen_encoder,
-                              options, evaluate, "dev/f1", name=f"feature_{name}")
+    # The tagger starts from scratch.
+    _, chosen, trained = _fit(tagger, feature_based.WordTagging(), word["train"], {}, options,
+                              evaluate, "dev/f1", name=f"feature_{name}")
     scores = chosen.scores["dev"]
     logging.info("feature-based %s dev (best epoch): f1=%.4f", name, scores["f1"])
     report["eval"][name] = {**scores, "train_steps": trained["train_steps"],
@@ -306,6 +338,8 @@ def run_feature_based(encoder: encoders.Encoder, tokenizer: WordPiece, options: 
 
 def run_swag(encoder: encoders.Encoder, tokenizer: WordPiece, options: Options) -> dict[str, Any]:
   """SWAG (regular/train.csv, val.csv under DATA_DIR/swag): 4-way multiple choice."""
+  model = task_models.build(encoder, task_models.CHOICES, pooling=options.pooling,
+                            fresh_head=options.fresh_head)
   skips = readers.SkipLog()
   train = swag_eval.read_examples(swag_eval.path("train", options.data_dir), skips)
   dev = swag_eval.read_examples(swag_eval.path("val", options.data_dir), skips)
@@ -320,9 +354,8 @@ def run_swag(encoder: encoders.Encoder, tokenizer: WordPiece, options: Options) 
                      "examples": len(dev), "eval_time_s": time.time() - start}},
             logits.argmax(-1))
 
-  _, chosen, report = _fit(heads.MultipleChoice(encoder.module, pooling=options.pooling),
-                           objectives.Classification(), arrays, encoder, options, evaluate,
-                           "val/accuracy")
+  _, chosen, report = _fit_task(model, objectives.Classification(), arrays, options, evaluate,
+                                "val/accuracy", "SWAG")
   if options.output_dir:
     report["predictions"] = [submission.write_swag(_predictions_path(options, "swag_val.csv"),
                                                    chosen.outputs)]

@@ -20,7 +20,10 @@ Tasks: the GLUE names (cola sst2 mrpc qqp stsb mnli qnli rte wnli), squad11, squ
 conll2003, swag; `--feature_mode=...` trains a head on frozen features instead (BERT
 Table 7). OUTPUT_DIR gets results.json (metrics of every epoch, the best one, sizes,
 skipped rows, wall times, the command), metrics.jsonl, config.gin, the best epoch's
-checkpoint and predictions/ in each benchmark's submission format.
+checkpoint and predictions/ in each benchmark's submission format, and is itself a
+converted checkpoint of the trained transformers task class (BertForSequenceClassification,
+...): `python -m bertjax.convert --to_hf=DIR --checkpoint=OUTPUT_DIR` exports it, and
+--checkpoint=OUTPUT_DIR fine-tunes it further (its head continues on the same labels).
 """
 import dataclasses
 import functools
@@ -94,7 +97,12 @@ _DEFINE_integer("max_seq_length", None, "Options.max_seq_length: padded length o
 _DEFINE_integer("max_train_examples", None, "Options.max_train_examples (0: all).")
 _DEFINE_integer("max_eval_examples", None, "Options.max_eval_examples (0: all).")
 _DEFINE_integer("max_steps", None, "Options.max_steps: train exactly N steps (0: by epochs).")
-_DEFINE_enum("pooling", None, ["pooler", "cls", "mean"], "Options.pooling: sequence vector.")
+_DEFINE_enum("pooling", None, ["pooler", "cls", "mean"],
+             "Options.pooling: 'pooler' = the family's transformers head; 'cls' / 'mean' = "
+             "BERT's head over raw [CLS] / the mean (not exportable).")
+flags.DEFINE_boolean("fresh_head", None, "Options.fresh_head: a new head even when the "
+                     "checkpoint is the task's class with a head for its labels.",
+                     flag_values=FLAGS)
 _DEFINE_integer("doc_stride", None, "Options.doc_stride: SQuAD tokens between windows.")
 _DEFINE_integer("max_query_length", None, "Options.max_query_length: SQuAD question tokens.")
 _DEFINE_integer("max_answer_length", None, "Options.max_answer_length: SQuAD span tokens.")
@@ -118,7 +126,8 @@ FLAG_BINDINGS = {
     "tokenizer": "FinetuneRun.tokenizer", "feature_mode": "FinetuneRun.feature_mode",
     **{name: f"Options.{name}" for name in (
         "output_dir", "data_dir", "max_seq_length", "max_train_examples", "max_eval_examples",
-        "max_steps", "pooling", "doc_stride", "max_query_length", "max_answer_length",
+        "max_steps", "pooling", "fresh_head", "doc_stride", "max_query_length",
+        "max_answer_length",
         "n_best_size", "squad_file", "squad_train_articles", "null_threshold")},
     **{name: f"FinetuneConfig.{name}" for name in (
         "batch_size", "eval_batch_size", "learning_rate", "num_epochs", "warmup_fraction",
@@ -180,10 +189,12 @@ def run(config: FinetuneRun, options: pipelines.Options, start: float | None = N
     os.makedirs(options.output_dir, exist_ok=True)
     with open(os.path.join(options.output_dir, "config.gin"), "w") as f:
       f.write(gin.config_str())
-  encoder = encoders.base_encoder(open_model(config.init_checkpoint))
+  model = open_model(config.init_checkpoint, _folder_of(config.tokenizer))
+  encoder = encoders.base_encoder(model)
   tokenizer = WordPiece.from_path(config.tokenizer or encoder.tokenizer_dir)
   logging.info("Encoder: %s", encoder.description)
-  report = run_task(config.task, encoder, tokenizer, options, config.feature_mode)
+  # The whole model: a checkpoint of the task's class continues with its head.
+  report = run_task(config.task, model, tokenizer, options, config.feature_mode)
   report = {"task": config.task, "encoder": encoder.description,
             "command": "python -m bertjax.finetune.run " + " ".join(sys.argv[1:]),
             **report, "wall_time_s": time.time() - start}
@@ -193,6 +204,13 @@ def run(config: FinetuneRun, options: pipelines.Options, start: float | None = N
     with open(os.path.join(options.output_dir, "results.json"), "w") as f:
       json.dump(report, f, indent=2, default=str)
   return report
+
+
+def _folder_of(tokenizer: str | None) -> str | None:
+  """The folder of --tokenizer's files (saved with the fine-tuned model)."""
+  if tokenizer is None or os.path.isdir(tokenizer):
+    return tokenizer
+  return os.path.dirname(os.path.abspath(tokenizer))
 
 
 def parse_flags(argv: list[str]) -> list[str]:

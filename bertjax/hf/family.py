@@ -41,10 +41,17 @@ class Family(abc.ABC):
     """Keyword arguments for module.init (shapes only matter)."""
     return {"input_ids": jnp.zeros((1, 8), jnp.int32)}
 
-  def check_architecture(self, architecture: str) -> None:
+  def check_architecture(self, architecture: str, source: str | None = None) -> None:
+    """Fails on a class this family does not implement; `source` names the file that asked
+    for it (config.json's `architectures`, a checkpoint's metadata.json)."""
     if architecture not in self.architectures:
-      raise ValueError(f"Architecture {architecture!r} is not supported for model_type "
-                       f"{self.model_types[0]!r}; supported: {sorted(self.architectures)}.")
+      where = f"{source}: " if source else ""
+      raise ValueError(
+          f"{where}architecture {architecture!r} is not supported for model_type "
+          f"{self.model_types[0]!r}; supported: {sorted(self.architectures)}. Save the model "
+          "as one of those classes (e.g. with transformers: AutoModel.from_pretrained(DIR)"
+          ".save_pretrained(NEW_DIR) keeps its bare encoder), or add the class to "
+          f"{type(self).__module__.replace('.', '/')}.py.")
 
   def is_ignored(self, key: str) -> bool:
     return any(re.fullmatch(p, key) for p in self.ignored_keys)

@@ -14,6 +14,7 @@ from flax import traverse_util
 from bertjax.inference import decoding
 from bertjax.hf import io, mapping, registry
 from bertjax.hf.family import Family
+from bertjax.models.common import task_heads
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +59,11 @@ def _apply(module: nn.Module, static: tuple):
 
 
 def expected_shapes(family: Family, module: nn.Module, config: Any) -> dict[str, tuple]:
+  inputs = family.init_inputs(config)
+  if isinstance(module, task_heads.MultipleChoice):  # rows of [batch, choices, length]
+    inputs = {k: v[:, None] for k, v in inputs.items()}
   abstract = jax.eval_shape(lambda: nn.unbox(module.init(jax.random.PRNGKey(0),
-                                                         **family.init_inputs(config))["params"]))
+                                                         **inputs)["params"]))
   return {k: v.shape for k, v in traverse_util.flatten_dict(abstract, sep="/").items()}
 
 
@@ -71,7 +75,7 @@ def from_hf(path: str | os.PathLike) -> HFModel:
     raise ValueError(f"{source} has no 'model_type'; cannot tell which model family it is.")
   family = registry.family_for(hf_config["model_type"], source)
   architecture = (hf_config.get("architectures") or [next(iter(family.architectures))])[0]
-  family.check_architecture(architecture)
+  family.check_architecture(architecture, source)
   config = family.config_from_hf(hf_config)
   module = family.make_module(architecture, config)
   state, weights_file = io.load_state_dict(path)

@@ -15,21 +15,6 @@ from bertjax.checkpoints import converted as hf_checkpoint
 from bertjax.hf import model as hf_model
 from tests.helpers import finetune as ftl
 
-SENTENCES = [[("a", "O"), ("man", "B-PER"), ("sleeps", "O"), (".", "O")],
-             [("a", "O"), ("dog", "B-MISC"), ("is", "O"), ("dry", "O")],
-             [("it", "O"), ("rains", "O"), ("cat", "B-LOC"), ("person", "I-LOC")]]
-
-
-def _write_conll(folder):
-  os.makedirs(folder, exist_ok=True)
-  for name, copies in (("train.txt", 4), ("valid.txt", 1), ("test.txt", 1)):
-    lines = ["-DOCSTART- -X- -X- O", ""]
-    for sentence in SENTENCES * copies:
-      lines += [f"{w} NN I-NP {t}" for w, t in sentence] + [""]
-    with open(os.path.join(folder, name), "w") as f:
-      f.write("\n".join(lines) + "\n")
-
-
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
   root = tmp_path_factory.mktemp("ner")
@@ -40,7 +25,7 @@ def setup(tmp_path_factory):
   ckpt = str(root / "ckpt")
   hf_checkpoint.save(hf_model.from_hf(hf_dir), ckpt)
   vocab = ftl.write_vocab(ckpt)
-  _write_conll(root / "data" / "conll2003")
+  ftl.write_conll(root / "data" / "conll2003")
   return root, encoders.base_encoder(open_model(ckpt)), WordPiece.from_path(vocab)
 
 
@@ -71,7 +56,7 @@ def test_ner_run_writes_dev_and_test_in_conlleval_format(setup, tmp_path):
   assert report["selection_metric"] == "dev/f1"
   for split in ("dev", "test"):
     gold, predicted = _read_conlleval(str(tmp_path / "predictions" / f"conll2003_{split}.txt"))
-    assert gold == [[t for _, t in s] for s in SENTENCES]
+    assert gold == [[t for _, t in s] for s in ftl.SENTENCES]
     # Scoring the written file gives the reported numbers (the selected params').
     scores = conll.entity_scores(gold, predicted)
     assert scores["f1"] == pytest.approx(report["eval"][split]["f1"])

@@ -1,4 +1,5 @@
 """Tiny task files in the official formats and a vocabulary that covers them."""
+import json
 import os
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "man", "sleeps", "person", "dog",
@@ -34,4 +35,52 @@ def write_rte(data_dir, train_rows: int = 16, dev_rows: int = 6, test_rows: int 
   if test_rows:
     with open(os.path.join(folder, "test.tsv"), "w") as f:
       f.write(rows(test_rows, labelled=False))
+  return str(data_dir)
+
+
+# CoNLL-2003 sentences as (word, tag) pairs.
+SENTENCES = [[("a", "O"), ("man", "B-PER"), ("sleeps", "O"), (".", "O")],
+             [("a", "O"), ("dog", "B-MISC"), ("is", "O"), ("dry", "O")],
+             [("it", "O"), ("rains", "O"), ("cat", "B-LOC"), ("person", "I-LOC")]]
+
+
+def write_conll(folder) -> None:
+  """FOLDER/{train,valid,test}.txt in CoNLL-2003's format: SENTENCES x 4, x 1, x 1."""
+  os.makedirs(folder, exist_ok=True)
+  for name, copies in (("train.txt", 4), ("valid.txt", 1), ("test.txt", 1)):
+    lines = ["-DOCSTART- -X- -X- O", ""]
+    for sentence in SENTENCES * copies:
+      lines += [f"{w} NN I-NP {t}" for w, t in sentence] + [""]
+    with open(os.path.join(folder, name), "w") as f:
+      f.write("\n".join(lines) + "\n")
+
+
+SQUAD_CONTEXT = "a man sleeps . it rains . a dog is dry ."
+
+
+def write_squad11(path, articles: int = 2, questions: int = 4) -> str:
+  """A SQuAD v1.1 file over SQUAD_CONTEXT whose every answer is 'a dog'."""
+  start = SQUAD_CONTEXT.index("a dog")
+  data = [{"title": str(a), "paragraphs": [{"context": SQUAD_CONTEXT, "qas": [
+      {"id": f"{a}-{q}", "question": "a man ?", "answers": [{"text": "a dog",
+                                                            "answer_start": start}]}
+      for q in range(questions)]}]} for a in range(articles)]
+  with open(path, "w") as f:
+    json.dump({"version": "1.1", "data": data}, f)
+  return str(path)
+
+
+def write_stsb(data_dir, train_rows: int = 8, dev_rows: int = 4) -> str:
+  """DATA_DIR/glue/STS-B/{train,dev}.tsv: scores 0..5 by how much of the pair is shared."""
+  folder = os.path.join(data_dir, "glue", "STS-B")
+  os.makedirs(folder, exist_ok=True)
+  header = ("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2"
+            "\tscore")
+  pairs = [("a man sleeps .", "a man sleeps .", 5.0), ("a man sleeps .", "a person sleeps .", 3.8),
+           ("a dog is dry .", "it rains .", 0.4), ("a cat sleeps .", "a dog sleeps .", 2.5)]
+  for split, n in (("train", train_rows), ("dev", dev_rows)):
+    rows = [header] + [f"{i}\tmain\tx\t2012\t{i}\tnone\tnone\t{a}\t{b}\t{score}"
+                       for i, (a, b, score) in enumerate(pairs[j % 4] for j in range(n))]
+    with open(os.path.join(folder, f"{split}.tsv"), "w") as f:
+      f.write("\n".join(rows) + "\n")
   return str(data_dir)

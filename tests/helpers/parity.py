@@ -163,3 +163,53 @@ def lookup(obj, dotted: str):
   for part in path:
     obj = obj[part] if isinstance(obj, Mapping) else getattr(obj, part)
   return obj.get(last, MISSING) if isinstance(obj, Mapping) else getattr(obj, last, MISSING)
+
+
+# Task classes: 3 classes with their own names (id2label both ways), 5 token labels.
+SEQUENCE_LABELS = {0: "negative", 1: "neutral", 2: "positive"}
+
+
+def choice_batch(vocab_size: int, choices: int = 3, lengths=(11, 7, 3, 9, 5, 11),
+                 **padded_batch_kwargs) -> dict:
+  """A [batch, choices, length] batch: the padded rows of `lengths`, `choices` per example."""
+  rows = hf.padded_batch(vocab_size, lengths, **padded_batch_kwargs)
+  return {k: v.reshape(-1, choices, v.shape[-1]) for k, v in rows.items()}
+
+
+def task_cases(prefix: str, config: Mapping[str, Any], batches: dict, choices: dict,
+               kinds=("ForSequenceClassification", "ForTokenClassification",
+                      "ForQuestionAnswering", "ForMultipleChoice"), extra_outputs=(),
+               **case_kwargs) -> list[Case]:
+  """One row per task class transformers has for the family `prefix` ('Bert', ...):
+  sequence classification over 3 named labels, token classification over 5, question
+  answering, multiple choice on `choices` ([batch, choices, length] `inputs` /
+  `export_inputs`); the others on `batches`. Each compares its head's outputs and
+  `extra_outputs`; `case_kwargs` go to every row."""
+  import transformers
+  expect = case_kwargs.pop("expect", {})
+  expect_exported = case_kwargs.pop("expect_exported", {})
+  cases = []
+  for kind in kinds:
+    model_class = getattr(transformers, f"{prefix}{kind}")
+    row = dict(case_kwargs, expect=dict(expect), expect_exported=dict(expect_exported))
+    row.update(choices if kind == "ForMultipleChoice" else batches)
+    outputs = (("start_logits", "end_logits") if "QuestionAnswering" in kind else ("logits",))
+    outputs += tuple(extra_outputs)
+    if kind == "ForSequenceClassification":
+      config_of_row = dict(config, id2label=SEQUENCE_LABELS)
+      row["expect"]["config.labels"] = tuple(SEQUENCE_LABELS.values())
+      row["expect_exported"].update(id2label=SEQUENCE_LABELS,
+                                    label2id={v: k for k, v in SEQUENCE_LABELS.items()})
+    elif kind == "ForTokenClassification":
+      config_of_row = dict(config, num_labels=5)
+      row["expect_exported"]["num_labels"] = 5
+    else:
+      config_of_row = config
+    cases.append(Case(model_class, config_of_row, outputs, **row))
+  return cases
+
+
+def choice_batches(vocab_size: int, **padded_batch_kwargs) -> dict:
+  """`inputs` / `export_inputs` of a multiple-choice row (seeds 0 and 5)."""
+  return {"inputs": [choice_batch(vocab_size, seed=0, **padded_batch_kwargs)],
+          "export_inputs": [choice_batch(vocab_size, seed=5, **padded_batch_kwargs)]}

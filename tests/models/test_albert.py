@@ -27,6 +27,12 @@ CASES = parity.table(
     albert_case(transformers.AlbertForPreTraining, ("prediction_logits", "sop_logits")),
     albert_case(transformers.AlbertForMaskedLM, ("logits",), groups=3,
                 name="AlbertForMaskedLM-3_groups"),
+    # Shared layers; the classifier's dropout is ALBERT's own classifier_dropout_prob.
+    *parity.task_cases("Albert", dict(ODD_CONFIG, classifier_dropout_prob=0.2),
+                       parity.encoder_batches(ODD_CONFIG["vocab_size"], type_vocab_size=3),
+                       parity.choice_batches(ODD_CONFIG["vocab_size"], type_vocab_size=3),
+                       expect={"config.classifier_dropout": 0.2},
+                       expect_exported={"classifier_dropout_prob": 0.2}),
 )
 test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 

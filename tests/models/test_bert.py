@@ -23,6 +23,14 @@ CASES = parity.table(
                 **ENCODER_BATCHES),
     parity.Case(transformers.BertForMaskedLM, ODD_CONFIG, ("logits", "hidden_states"),
                 **ENCODER_BATCHES),
+    *parity.task_cases("Bert", ODD_CONFIG, ENCODER_BATCHES, parity.choice_batches(
+        ODD_CONFIG["vocab_size"], type_vocab_size=3)),
+    # num_labels = 1: regression, read as such by transformers (problem_type).
+    parity.Case(transformers.BertForSequenceClassification,
+                dict(ODD_CONFIG, num_labels=1, problem_type="regression"), ("logits",),
+                **ENCODER_BATCHES, name="BertForSequenceClassification-regression",
+                expect={"config.labels": ("LABEL_0",), "config.problem_type": "regression"},
+                expect_exported={"num_labels": 1, "problem_type": "regression"}),
 )
 test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 

@@ -1,5 +1,5 @@
-"""BigBird equals transformers' BigBirdForMaskedLM / ForPreTraining / Model (block-sparse, random
-weights, non-default sizes), in eval mode (random blocks at block 0) and in training mode
+"""BigBird equals transformers' BigBirdForMaskedLM / ForPreTraining / Model and the task classes
+(block-sparse, random weights, non-default sizes), in eval mode (random blocks at block 0) and in training mode
 (numpy plan seeded by the layer index), through from_hf / to_hf."""
 import jax
 import jax.numpy as jnp
@@ -17,6 +17,14 @@ ODD_CONFIG = dict(vocab_size=101, hidden_size=48, num_hidden_layers=2, num_atten
                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
+def question_batch(lengths=(48, 30, 41), sep=66):
+  """Rows without token types whose first [SEP] ends a question of 4, 7 and 2 tokens."""
+  inputs = hf_helpers.padded_batch(101, lengths=lengths, type_vocab_size=0, seed=4)
+  inputs["input_ids"][inputs["input_ids"] == sep] = sep + 1
+  inputs["input_ids"][[0, 1, 2], [4, 7, 2]] = sep
+  return inputs
+
+
 CASES = parity.table(
     # 12 blocks, padded rows; in eval mode (random blocks at block 0) and in training mode
     # (dropout 0: every layer's own seeded random plan).
@@ -32,6 +40,16 @@ CASES = parity.table(
     parity.Case(transformers.BigBirdModel, ODD_CONFIG, ("last_hidden_state", "pooler_output"),
                 [hf_helpers.padded_batch(101, lengths=(45, 38, 20), seed=3),
                  hf_helpers.padded_batch(101, lengths=(30, 12), seed=2)], seed=1),
+    # Block-sparse rows (multiple choice: 2 x 3 of them); the question answering head finds
+    # each question's end at its first [SEP] (id 66).
+    *parity.task_cases("BigBird", ODD_CONFIG,
+                       {"inputs": [hf_helpers.padded_batch(101, lengths=(48, 30, 41))]},
+                       {"inputs": [parity.choice_batch(101, lengths=(48, 30, 41, 44, 20, 37))]},
+                       seed=2),
+    # No token_type_ids: the question (up to the first [SEP]) is type 0, the rest type 1.
+    parity.Case(transformers.BigBirdForQuestionAnswering, ODD_CONFIG,
+                ("start_logits", "end_logits"), [question_batch()],
+                name="BigBirdForQuestionAnswering-question_types"),
 )
 test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 

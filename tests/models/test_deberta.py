@@ -1,5 +1,7 @@
-"""DeBERTa v1 / v2 equal transformers' PyTorch models through from_hf / to_hf; relative
-positions (log buckets) match the reference; the enhanced mask decoder works as described."""
+"""DeBERTa v1 / v2 equal transformers' PyTorch models (task classes included) through
+from_hf / to_hf; relative positions (log buckets) match the reference; the enhanced mask
+decoder works as described."""
+import dataclasses
 import functools
 
 import jax
@@ -10,7 +12,7 @@ import transformers
 from transformers.models.deberta_v2 import modeling_deberta_v2
 
 import bertjax
-from bertjax.models.deberta import relative
+from bertjax.models.deberta import relative, tasks as deberta_tasks
 from bertjax.models import bert, deberta
 from tests.helpers import hf as hf_helpers, parity
 
@@ -50,8 +52,24 @@ def deberta_case(variant: str, masked_lm: bool) -> parity.Case:
                      expect={"config.version": version}, **batches)
 
 
+def task_cases(variant: str) -> list[parity.Case]:
+  """Every task class of the variant's version (v1 has no ...ForMultipleChoice), with a
+  non-default ContextPooler and cls_dropout."""
+  version, config = VARIANTS[variant]
+  types = dict(type_vocab_size=config.get("type_vocab_size", 0))
+  return [dataclasses.replace(case, name=f"{variant}-{case.id}") for case in parity.task_cases(
+      "DebertaV2" if version == 2 else "Deberta",
+      dict(config, pooler_hidden_act="gelu_new", cls_dropout=0.2),
+      parity.encoder_batches(BASE["vocab_size"], **types),
+      parity.choice_batches(BASE["vocab_size"], **types),
+      kinds=deberta_tasks.KINDS if version == 2 else deberta_tasks.KINDS_V1,
+      expect={"config.pooler_hidden_act": "gelu_new", "config.classifier_dropout": 0.2},
+      expect_exported={"cls_dropout": 0.2})]
+
+
 CASES = parity.table(*(deberta_case(variant, masked_lm) for variant in sorted(VARIANTS)
-                       for masked_lm in (False, True)))
+                       for masked_lm in (False, True)),
+                     *task_cases("v1"), *task_cases("v3"))
 test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 
 

@@ -24,6 +24,10 @@ CASES = parity.table(
                 **DISTILBERT),
     parity.Case(transformers.DistilBertForMaskedLM, ODD_CONFIG, ("logits", "hidden_states"),
                 **DISTILBERT),
+    *parity.task_cases("DistilBert", dict(ODD_CONFIG, seq_classif_dropout=0.3),
+                       parity.encoder_batches(ODD_CONFIG["vocab_size"], type_vocab_size=0),
+                       parity.choice_batches(ODD_CONFIG["vocab_size"], type_vocab_size=0),
+                       expect_exported={"seq_classif_dropout": 0.3}),
 )
 test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 

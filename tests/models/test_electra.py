@@ -32,6 +32,8 @@ CASES = parity.table(
                 [hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=2)],
                 name="ElectraForPreTraining-no_projection",
                 expect={"params.electra.embeddings_project": parity.MISSING}),
+    *parity.task_cases("Electra", ODD_CONFIG, ELECTRA, parity.choice_batches(
+        ODD_CONFIG["vocab_size"], type_vocab_size=3)),
 )
 test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 

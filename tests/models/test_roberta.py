@@ -25,6 +25,9 @@ CASES = parity.table(
                 ("last_hidden_state", "pooler_output", "hidden_states"), **ROBERTA),
     parity.Case(transformers.RobertaForMaskedLM, ODD_CONFIG, ("logits", "hidden_states"),
                 **ROBERTA),
+    *parity.task_cases("Roberta", ODD_CONFIG, ROBERTA_BATCHES, parity.choice_batches(
+        ODD_CONFIG["vocab_size"], type_vocab_size=1, first_id=PAD + 1, pad_id=PAD),
+                       expect={"family.name": "roberta"}),
 )
 test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 

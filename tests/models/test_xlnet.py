@@ -1,12 +1,12 @@
-"""XLNet equals transformers' XLNet (both streams, memory, heads), through from_hf / to_hf;
-the paper's [is, a, city, New, York] example; memory equals the concatenated context."""
+"""XLNet equals transformers' XLNet (both streams, memory, task classes), through from_hf /
+to_hf; the paper's [is, a, city, New, York] example; memory equals the concatenated context."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import transformers
 
-from bertjax.models.xlnet import two_stream
+from bertjax.models.xlnet import tasks as xlnet_tasks, two_stream
 from bertjax.models import bert, xlnet
 from tests.helpers import hf as hf_helpers, parity
 
@@ -49,12 +49,6 @@ def lm_head_case(variant: str, **kwargs) -> parity.Case:
                      name=f"XLNetLMHeadModel-{variant}", carries_memory=True, **kwargs)
 
 
-def head_case(model_class, outputs, num_labels: int) -> parity.Case:
-  batch = hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=5)
-  return parity.Case(model_class, dict(ODD_CONFIG, num_labels=num_labels), outputs + ("mems",),
-                     [batch], seed=4)
-
-
 CASES = parity.table(
     lm_head_case("default"),
     lm_head_case("uni_same_length_clamped", export_inputs=[plm_batch(7, causal=True)]),
@@ -63,10 +57,11 @@ CASES = parity.table(
     parity.Case(transformers.XLNetModel, ODD_CONFIG, ("last_hidden_state", "mems", "hidden_states"),
                 [hf_helpers.padded_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=3)],
                 seed=2),
-    # 3 classes for the classifier; transformers' QA head needs num_labels = 2 (start, end).
-    head_case(transformers.XLNetForSequenceClassification, ("logits",), num_labels=3),
-    head_case(transformers.XLNetForQuestionAnsweringSimple, ("start_logits", "end_logits"),
-              num_labels=2),
+    # The content stream under every task head, with its memory.
+    *parity.task_cases("XLNet", ODD_CONFIG, {"inputs": [hf_helpers.padded_batch(
+        ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=5)]}, {"inputs": [
+            parity.choice_batch(ODD_CONFIG["vocab_size"], type_vocab_size=3, seed=5)]},
+                       kinds=xlnet_tasks.KINDS, extra_outputs=("mems",), seed=4),
 )
 test_matches_transformers_and_round_trips = parity.parametrized(CASES)
 

@@ -1,4 +1,6 @@
-"""ALBERT <-> transformers' AlbertModel / AlbertForPreTraining / AlbertForMaskedLM.
+"""ALBERT <-> transformers' AlbertModel / AlbertForPreTraining / AlbertForMaskedLM and the
+task classes AlbertFor{SequenceClassification, TokenClassification, QuestionAnswering,
+MultipleChoice}.
 
 The reference stores layers as `albert_layer_groups.{g}.albert_layers.{i}`: with one
 group (full sharing) that is one layer whose tensors map to our broadcast (unstacked)
@@ -6,9 +8,11 @@ layer parameters; with one group per layer they stack on our `layers` axis.
 """
 from typing import Any, Mapping
 
+from bertjax.hf import tasks
 from bertjax.hf.family import Family, config_fields
 from bertjax.hf.mapping import LAYER, Rule
 from bertjax.models import albert
+from bertjax.models.albert import tasks as albert_tasks
 
 _RENAMED = {
     "num_hidden_layers": "num_layers",
@@ -16,6 +20,14 @@ _RENAMED = {
     "hidden_dropout_prob": "hidden_dropout",
     "attention_probs_dropout_prob": "attention_dropout",
     "classifier_dropout_prob": "classifier_dropout",
+}
+
+# Task kind -> the transformers layers of its head: (hidden dense or None, output layer).
+TASK_HEADS = {
+    "ForSequenceClassification": (None, "classifier"),
+    "ForTokenClassification": (None, "classifier"),
+    "ForQuestionAnswering": (None, "qa_outputs"),
+    "ForMultipleChoice": (None, "classifier"),
 }
 
 
@@ -69,6 +81,7 @@ class AlbertFamily(Family):
       "AlbertModel": ("last_hidden_state", "pooler_output"),
       "AlbertForPreTraining": ("prediction_logits", "sop_logits"),
       "AlbertForMaskedLM": ("logits",),
+      **tasks.architectures("Albert", albert_tasks.KINDS),
   }
   ignored_keys = (r".*position_ids", r".*token_type_ids", r"predictions\.decoder\.(weight|bias)")
 
@@ -81,6 +94,7 @@ class AlbertFamily(Family):
       raise ValueError(f"position_embedding_type={position_type!r} is not supported for ALBERT; "
                        "only 'absolute' is.")
     values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
+    values.update(tasks.label_values(hf_config))
     return albert.AlbertConfig(**config_fields(albert.AlbertConfig, values))
 
   def config_to_hf(self, config: albert.AlbertConfig, architecture: str) -> dict:
@@ -97,13 +111,22 @@ class AlbertFamily(Family):
         "type_vocab_size": config.type_vocab_size, "layer_norm_eps": config.layer_norm_eps,
         "initializer_range": config.initializer_range, "pad_token_id": config.pad_token_id,
         "position_embedding_type": "absolute", "tie_word_embeddings": True,
+        **tasks.label_config(config),
     }
 
   def make_module(self, architecture: str, config: albert.AlbertConfig):
+    kind = tasks.kind_of(architecture)
+    if kind:
+      return albert_tasks.task_model(kind, config)
     return {"AlbertModel": albert.AlbertModel, "AlbertForPreTraining": albert.AlbertForPreTraining,
             "AlbertForMaskedLM": albert.AlbertForMaskedLM}[architecture](config)
 
   def rules(self, architecture: str, config: albert.AlbertConfig) -> list[Rule]:
+    kind = tasks.kind_of(architecture)
+    if kind:
+      pooler = pooler_rules("albert.", "encoder/") if kind in albert_tasks.POOLED else []
+      return (encoder_rules(config, "albert.", "encoder/") + pooler
+              + tasks.head_rules(*TASK_HEADS[kind]))
     if architecture == "AlbertModel":
       return encoder_rules(config, "", "") + pooler_rules("", "")
     rules = encoder_rules(config, "albert.", "albert/") + mlm_head_rules()

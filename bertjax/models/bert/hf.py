@@ -1,9 +1,13 @@
-"""BERT <-> transformers' BertModel / BertForPreTraining / BertForMaskedLM."""
+"""BERT <-> transformers' BertModel / BertForPreTraining / BertForMaskedLM and the task
+classes BertFor{SequenceClassification, TokenClassification, QuestionAnswering,
+MultipleChoice}."""
 from typing import Any, Mapping
 
+from bertjax.hf import tasks
 from bertjax.hf.family import Family, config_fields
 from bertjax.hf.mapping import Rule
 from bertjax.models import bert
+from bertjax.models.bert import tasks as bert_tasks
 
 # config.json key -> BertConfig field, where the names differ.
 _RENAMED = {
@@ -11,6 +15,14 @@ _RENAMED = {
     "num_attention_heads": "num_heads",
     "hidden_dropout_prob": "hidden_dropout",
     "attention_probs_dropout_prob": "attention_dropout",
+}
+
+# Task kind -> the transformers layers of its head: (hidden dense or None, output layer).
+TASK_HEADS = {
+    "ForSequenceClassification": (None, "classifier"),
+    "ForTokenClassification": (None, "classifier"),
+    "ForQuestionAnswering": (None, "qa_outputs"),
+    "ForMultipleChoice": (None, "classifier"),
 }
 
 
@@ -63,7 +75,12 @@ class BertFamily(Family):
       "BertModel": ("last_hidden_state", "pooler_output"),
       "BertForPreTraining": ("prediction_logits", "seq_relationship_logits"),
       "BertForMaskedLM": ("logits",),
+      **tasks.architectures("Bert", bert_tasks.KINDS),
   }
+  # Task classes: where their encoder's tensors live, the head table, the pooled kinds.
+  base_prefix = "bert."
+  task_heads = TASK_HEADS
+  pooled_kinds = bert_tasks.POOLED
   # position_ids is a buffer; the decoder is tied to the word embeddings and its bias.
   ignored_keys = (r".*position_ids", r"cls\.predictions\.decoder\.(weight|bias)")
 
@@ -73,6 +90,7 @@ class BertFamily(Family):
       raise ValueError(f"position_embedding_type={position_type!r} is not supported for BERT; "
                        "only 'absolute' is.")
     values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
+    values.update(tasks.label_values(hf_config))
     return self.config_class(**config_fields(self.config_class, values))
 
   def config_to_hf(self, config: bert.BertConfig, architecture: str) -> dict:
@@ -87,13 +105,30 @@ class BertFamily(Family):
         "type_vocab_size": config.type_vocab_size, "layer_norm_eps": config.layer_norm_eps,
         "initializer_range": config.initializer_range, "pad_token_id": config.pad_token_id,
         "position_embedding_type": "absolute", "tie_word_embeddings": True,
+        "classifier_dropout": config.classifier_dropout, **tasks.label_config(config),
     }
 
   def make_module(self, architecture: str, config: bert.BertConfig):
+    kind = tasks.kind_of(architecture)
+    if kind:
+      return self.task_module(kind, config)
     return {"BertModel": bert.BertModel, "BertForPreTraining": bert.BertForPreTraining,
             "BertForMaskedLM": bert.BertForMaskedLM}[architecture](config)
 
+  def task_module(self, kind: str, config: bert.BertConfig):
+    return bert_tasks.task_model(kind, config)
+
+  def task_encoder_rules(self, hf: str, ours: str, config: bert.BertConfig,
+                         pooled: bool) -> list[Rule]:
+    """The encoder of a task class (BERT-style families extend it)."""
+    return encoder_rules(hf, ours) + (pooler_rules(hf, ours) if pooled else [])
+
   def rules(self, architecture: str, config: bert.BertConfig) -> list[Rule]:
+    kind = tasks.kind_of(architecture)
+    if kind:
+      return (self.task_encoder_rules(self.base_prefix, "encoder/", config,
+                                      kind in self.pooled_kinds)
+              + tasks.head_rules(*self.task_heads[kind]))
     if architecture == "BertModel":
       return encoder_rules("", "") + pooler_rules("", "")
     rules = encoder_rules("bert.", "bert/") + mlm_head_rules()

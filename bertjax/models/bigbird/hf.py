@@ -1,4 +1,6 @@
-"""BigBird <-> transformers' BigBirdModel / BigBirdForMaskedLM / BigBirdForPreTraining.
+"""BigBird <-> transformers' BigBirdModel / BigBirdForMaskedLM / BigBirdForPreTraining and
+the task classes BigBirdFor{SequenceClassification, TokenClassification, QuestionAnswering,
+MultipleChoice} (models/bigbird/tasks.py).
 
 BigBird's tensors are BERT's (`bert.` prefix, `cls.` heads), so the adapter extends the
 BERT one; what it adds is the attention config. transformers draws the random blocks with
@@ -9,9 +11,18 @@ import dataclasses
 from typing import Any, Mapping
 
 from bertjax.models.bert.hf import BertFamily
+from bertjax.hf import tasks
 from bertjax.hf.mapping import Rule
 from bertjax.layers.long_attention import sparse
 from bertjax.models import bigbird
+from bertjax.models.bigbird import tasks as bigbird_tasks
+
+# Task kind -> the transformers layers of its head: (hidden dense or None, output layer).
+TASK_HEADS = {
+    "ForSequenceClassification": ("classifier.dense", "classifier.out_proj"),
+    "ForTokenClassification": (None, "classifier"),
+    "ForMultipleChoice": (None, "classifier"),
+}
 
 _AS_BERT = {"BigBirdModel": "BertModel", "BigBirdForMaskedLM": "BertForMaskedLM",
             "BigBirdForPreTraining": "BertForPreTraining"}
@@ -25,7 +36,10 @@ class BigBirdFamily(BertFamily):
       "BigBirdModel": ("last_hidden_state", "pooler_output"),
       "BigBirdForPreTraining": ("prediction_logits", "seq_relationship_logits"),
       "BigBirdForMaskedLM": ("logits",),
+      **tasks.architectures("BigBird", bigbird_tasks.KINDS),
   }
+  task_heads = TASK_HEADS
+  pooled_kinds = bigbird_tasks.POOLED
   # The MLM model's checkpoint also holds the (unused) pooler.
   ignored_keys = BertFamily.ignored_keys + (r"bert\.pooler\.(weight|bias)",)
 
@@ -51,6 +65,7 @@ class BigBirdFamily(BertFamily):
     hf = super().config_to_hf(config, architecture)
     spec = config.attention
     hf.update(model_type="big_bird", use_bias=True, rescale_embeddings=False,
+              sep_token_id=config.sep_token_id,
               attention_type="original_full" if spec is None else "block_sparse")
     hf.pop("position_embedding_type")
     if spec is not None:
@@ -58,9 +73,24 @@ class BigBirdFamily(BertFamily):
     return hf
 
   def make_module(self, architecture: str, config: bigbird.BigBirdConfig):
-    return super().make_module(_AS_BERT[architecture], config)
+    return super().make_module(_AS_BERT.get(architecture, architecture), config)
+
+  def task_module(self, kind: str, config: bigbird.BigBirdConfig):
+    return bigbird_tasks.task_model(kind, config)
 
   def rules(self, architecture: str, config: bigbird.BigBirdConfig) -> list[Rule]:
+    if tasks.kind_of(architecture) == "ForQuestionAnswering":
+      return (self.task_encoder_rules("bert.", "encoder/", config, False)
+              + question_answering_head_rules())
     # BigBird's pooler is a bare Linear (`pooler.weight`), BERT's a `pooler.dense`.
     return [dataclasses.replace(r, hf=r.hf.replace("pooler.dense.", "pooler."))
-            for r in super().rules(_AS_BERT[architecture], config)]
+            for r in super().rules(_AS_BERT.get(architecture, architecture), config)]
+
+
+def question_answering_head_rules(hf: str = "qa_classifier.", ours: str = "head/") -> list[Rule]:
+  """BigBirdForQuestionAnsweringHead: a feed-forward block and LayerNorm before qa_outputs."""
+  return (tasks.linear(f"{hf}intermediate.dense", f"{ours}mlp/intermediate")
+          + tasks.linear(f"{hf}output.dense", f"{ours}mlp/output")
+          + [Rule(f"{hf}output.LayerNorm.weight", f"{ours}mlp_norm/scale"),
+             Rule(f"{hf}output.LayerNorm.bias", f"{ours}mlp_norm/bias")]
+          + tasks.linear(f"{hf}qa_outputs", f"{ours}out"))

@@ -20,6 +20,7 @@ class BigBirdConfig(bert.BertConfig):
   max_position_embeddings: int = 4096
   type_vocab_size: int = 2
   attention: Any = sparse.BigBird(block_size=64, num_random_blocks=3)
+  sep_token_id: int = 66  # BigBirdForQuestionAnswering: the question ends at the first [SEP]
 
 
 def _size(layers: int, hidden: int, **overrides) -> BigBirdConfig:

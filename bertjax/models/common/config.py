@@ -28,16 +28,43 @@ class EncoderConfig:
   pad_token_id: int = 0
   dtype: str = "float32"  # compute dtype; parameters are always float32
   remat: bool = False
+  # Task classes (transformers' id2label, problem_type, classifier_dropout): the labels'
+  # names in id order, how a classifier's outputs are read, the head's dropout (None:
+  # hidden_dropout). Bare encoders ignore them.
+  labels: tuple[str, ...] = ("LABEL_0", "LABEL_1")
+  problem_type: str | None = None
+  classifier_dropout: float | None = None
 
   def __post_init__(self):
     if self.hidden_size % self.num_heads:
       raise ValueError(f"{type(self).__name__}: hidden_size={self.hidden_size} is not a multiple "
                        f"of num_heads={self.num_heads}; pick sizes where it divides evenly.")
     activations.get_activation(self.hidden_act)  # fails early on an unknown name
+    check_labels(self)
 
   @property
   def head_dim(self) -> int:
     return self.hidden_size // self.num_heads
 
+  @property
+  def num_labels(self) -> int:
+    return len(self.labels)
+
   def replace(self, **changes) -> Self:
     return dataclasses.replace(self, **changes)
+
+
+PROBLEM_TYPES = (None, "regression", "single_label_classification", "multi_label_classification")
+
+
+def check_labels(config) -> None:
+  """A config's task fields (`labels`, `problem_type`) are usable (a list of labels becomes
+  a tuple, so the frozen config stays hashable)."""
+  name = type(config).__name__
+  if isinstance(config.labels, list):  # e.g. from gin or JSON
+    object.__setattr__(config, "labels", tuple(config.labels))
+  if not config.labels or not isinstance(config.labels, tuple):
+    raise ValueError(f"{name}: labels={config.labels!r}; give a non-empty tuple of label names "
+                     "in id order (one name for a regression output).")
+  if config.problem_type not in PROBLEM_TYPES:
+    raise ValueError(f"{name}: problem_type={config.problem_type!r}; use one of {PROBLEM_TYPES}.")

@@ -1,11 +1,14 @@
 """DeBERTa <-> transformers' DebertaModel / DebertaForMaskedLM (model_type 'deberta', v1)
-and DebertaV2Model / DebertaV2ForMaskedLM ('deberta-v2', v2 and v3 checkpoints)."""
+and DebertaV2Model / DebertaV2ForMaskedLM ('deberta-v2', v2 and v3 checkpoints), and their
+task classes (models/deberta/tasks.py)."""
 from typing import Any, Mapping
 
 from bertjax.models.bert.hf import mlm_head_rules
+from bertjax.hf import tasks
 from bertjax.hf.family import Family, config_fields
 from bertjax.hf.mapping import Rule
 from bertjax.models import deberta
+from bertjax.models.deberta import tasks as deberta_tasks
 
 _RENAMED = {
     "num_hidden_layers": "num_layers",
@@ -13,6 +16,15 @@ _RENAMED = {
     "hidden_dropout_prob": "hidden_dropout",
     "attention_probs_dropout_prob": "attention_dropout",
     "legacy": "legacy_mlm_head",
+    "cls_dropout": "classifier_dropout",
+}
+
+# Task kind -> the transformers layers of its head: (hidden dense or None, output layer).
+TASK_HEADS = {
+    "ForSequenceClassification": ("pooler.dense", "classifier"),
+    "ForTokenClassification": (None, "classifier"),
+    "ForQuestionAnswering": (None, "qa_outputs"),
+    "ForMultipleChoice": ("pooler.dense", "classifier"),
 }
 
 
@@ -96,19 +108,38 @@ def head_rules(config: deberta.DebertaConfig) -> list[Rule]:
           Rule(f"{hf}bias", "mlm_head/bias")]
 
 
+def _check_pooler(hf_config: Mapping[str, Any]) -> None:
+  size = hf_config.get("pooler_hidden_size", hf_config.get("hidden_size"))
+  if size != hf_config.get("hidden_size"):
+    raise ValueError(f"DeBERTa pooler_hidden_size={size} != hidden_size="
+                     f"{hf_config.get('hidden_size')} is not supported (transformers' classifier "
+                     "reads hidden_size features).")
+
+
+def _task_config(config: deberta.DebertaConfig) -> dict:
+  """config.json's task-class fields: the ContextPooler, cls_dropout, the labels."""
+  hf = {"pooler_dropout": config.pooler_dropout, "pooler_hidden_act": config.pooler_hidden_act,
+        "pooler_hidden_size": config.hidden_size, **tasks.label_config(config)}
+  if config.classifier_dropout is not None:
+    hf["cls_dropout"] = config.classifier_dropout
+  return hf
+
+
 class DebertaFamily(Family):
   """DeBERTa v1 (model_type 'deberta')."""
   name = "deberta"
   model_types = ("deberta",)
   version = 1
   prefix = "Deberta"
+  task_kinds = deberta_tasks.KINDS_V1
   # Buffers, and the legacy head's decoder (tied to the word embeddings and `bias`).
   ignored_keys = (r".*position_ids", r"cls\.predictions\.decoder\.(weight|bias)")
 
   @property
   def architectures(self):
     return {f"{self.prefix}Model": ("last_hidden_state",),
-            f"{self.prefix}ForMaskedLM": ("logits",)}
+            f"{self.prefix}ForMaskedLM": ("logits",),
+            **tasks.architectures(self.prefix, self.task_kinds)}
 
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> deberta.DebertaConfig:
     if hf_config.get("talking_head"):
@@ -120,7 +151,9 @@ class DebertaFamily(Family):
     if head_size and head_size * hf_config["num_attention_heads"] != hf_config["hidden_size"]:
       raise ValueError(f"attention_head_size={head_size} != hidden_size / num_attention_heads "
                        "is not supported.")
+    _check_pooler(hf_config)
     values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
+    values.update(tasks.label_values(hf_config))
     values["pos_att_type"] = _pos_att_type(hf_config.get("pos_att_type"))
     values["norm_rel_ebd"] = "layer_norm" in str(hf_config.get("norm_rel_ebd", "none")).lower()
     values["version"] = self.version
@@ -157,17 +190,24 @@ class DebertaFamily(Family):
     }
     if config.embedding_size is not None:
       hf["embedding_size"] = config.embedding_size
+    hf.update(_task_config(config))
     if self.version == 2:
       hf.update(position_buckets=config.position_buckets, share_att_key=config.share_att_key,
                 norm_rel_ebd="layer_norm" if config.norm_rel_ebd else "none")
     return hf
 
   def make_module(self, architecture: str, config: deberta.DebertaConfig):
+    kind = tasks.kind_of(architecture)
+    if kind:
+      return deberta_tasks.task_model(kind, config)
     if architecture.endswith("ForMaskedLM"):
       return deberta.DebertaForMaskedLM(config)
     return deberta.DebertaModel(config)
 
   def rules(self, architecture: str, config: deberta.DebertaConfig) -> list[Rule]:
+    kind = tasks.kind_of(architecture)
+    if kind:
+      return model_rules("deberta.", "encoder/", config) + tasks.head_rules(*TASK_HEADS[kind])
     if architecture.endswith("Model"):
       return model_rules("", "", config)
     return model_rules("deberta.", "deberta/", config) + head_rules(config)
@@ -179,3 +219,4 @@ class DebertaV2Family(DebertaFamily):
   model_types = ("deberta-v2",)
   version = 2
   prefix = "DebertaV2"
+  task_kinds = deberta_tasks.KINDS

@@ -31,6 +31,9 @@ from bertjax.models import bert
 @dataclasses.dataclass(frozen=True)
 class DebertaConfig(EncoderConfig):
   """Defaults: DeBERTa-v3-base."""
+  # The task classes' ContextPooler (transformers' pooler_dropout / pooler_hidden_act).
+  pooler_dropout: float = 0.0
+  pooler_hidden_act: str = "gelu"
   vocab_size: int = 128100
   type_vocab_size: int = 0
   layer_norm_eps: float = 1e-7

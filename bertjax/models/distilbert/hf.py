@@ -1,9 +1,13 @@
-"""DistilBERT <-> transformers' DistilBertModel / DistilBertForMaskedLM."""
+"""DistilBERT <-> transformers' DistilBertModel / DistilBertForMaskedLM and the task classes
+DistilBertFor{SequenceClassification, TokenClassification, QuestionAnswering,
+MultipleChoice}."""
 from typing import Any, Mapping
 
+from bertjax.hf import tasks
 from bertjax.hf.family import Family, config_fields
 from bertjax.hf.mapping import Rule
 from bertjax.models import distilbert
+from bertjax.models.distilbert import tasks as distilbert_tasks
 
 # config.json key -> DistilBertConfig field.
 _RENAMED = {
@@ -14,6 +18,14 @@ _RENAMED = {
     "activation": "hidden_act",
     "dropout": "hidden_dropout",
     "attention_dropout": "attention_dropout",
+}
+
+# Task kind -> the transformers layers of its head: (hidden dense or None, output layer).
+TASK_HEADS = {
+    "ForSequenceClassification": ("pre_classifier", "classifier"),
+    "ForTokenClassification": (None, "classifier"),
+    "ForQuestionAnswering": (None, "qa_outputs"),
+    "ForMultipleChoice": ("pre_classifier", "classifier"),
 }
 
 
@@ -58,6 +70,7 @@ class DistilBertFamily(Family):
   architectures = {
       "DistilBertModel": ("last_hidden_state",),
       "DistilBertForMaskedLM": ("logits",),
+      **tasks.architectures("DistilBert", distilbert_tasks.KINDS),
   }
   # The projector's weight is tied to the word embeddings (its bias is not).
   ignored_keys = (r".*position_ids", r"vocab_projector\.weight")
@@ -67,6 +80,7 @@ class DistilBertFamily(Family):
     # table; the table itself is in the checkpoint, so the forward pass is the same.
     values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
     values.update(type_vocab_size=0, layer_norm_eps=1e-12)  # fixed in the reference
+    values.update(tasks.label_values(hf_config))
     return distilbert.DistilBertConfig(**config_fields(distilbert.DistilBertConfig, values))
 
   def config_to_hf(self, config: distilbert.DistilBertConfig, architecture: str) -> dict:
@@ -82,13 +96,21 @@ class DistilBertFamily(Family):
         "max_position_embeddings": config.max_position_embeddings,
         "initializer_range": config.initializer_range, "pad_token_id": config.pad_token_id,
         "sinusoidal_pos_embds": False, "tie_word_embeddings": True,
+        "seq_classif_dropout": config.seq_classif_dropout, "qa_dropout": config.qa_dropout,
+        **tasks.label_config(config),
     }
 
   def make_module(self, architecture: str, config: distilbert.DistilBertConfig):
+    kind = tasks.kind_of(architecture)
+    if kind:
+      return distilbert_tasks.task_model(kind, config)
     return {"DistilBertModel": distilbert.DistilBertModel,
             "DistilBertForMaskedLM": distilbert.DistilBertForMaskedLM}[architecture](config)
 
   def rules(self, architecture: str, config: distilbert.DistilBertConfig) -> list[Rule]:
+    kind = tasks.kind_of(architecture)
+    if kind:
+      return encoder_rules("distilbert.", "encoder/") + tasks.head_rules(*TASK_HEADS[kind])
     if architecture == "DistilBertModel":
       return encoder_rules("", "")
     return encoder_rules("distilbert.", "distilbert/") + mlm_head_rules()

@@ -23,6 +23,9 @@ from bertjax.models import bert
 class DistilBertConfig(bert.BertConfig):
   num_layers: int = 6
   type_vocab_size: int = 0  # no segment embeddings
+  # Task heads' dropouts (transformers' seq_classif_dropout / qa_dropout).
+  seq_classif_dropout: float = 0.2
+  qa_dropout: float = 0.1
 
 
 def distilbert_base(**overrides) -> DistilBertConfig:

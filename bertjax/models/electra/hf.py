@@ -1,4 +1,6 @@
-"""ELECTRA <-> transformers' ElectraModel / ElectraForPreTraining / ElectraForMaskedLM.
+"""ELECTRA <-> transformers' ElectraModel / ElectraForPreTraining / ElectraForMaskedLM and
+the task classes ElectraFor{SequenceClassification, TokenClassification,
+QuestionAnswering, MultipleChoice}.
 
 The joint pretraining model has no HF counterpart; `export_discriminator` /
 `export_generator` cut it into the single networks HF ships (the discriminator is
@@ -7,16 +9,26 @@ what fine-tuning starts from): `bertjax.to_hf(export_discriminator(cfg, params),
 from typing import Any, Mapping
 
 from bertjax.models.bert.hf import encoder_rules
+from bertjax.hf import tasks
 from bertjax.hf.family import Family, config_fields
 from bertjax.hf.mapping import Rule
 from bertjax.hf.model import HFModel
 from bertjax.models import electra
+from bertjax.models.electra import tasks as electra_tasks
 
 _RENAMED = {
     "num_hidden_layers": "num_layers",
     "num_attention_heads": "num_heads",
     "hidden_dropout_prob": "hidden_dropout",
     "attention_probs_dropout_prob": "attention_dropout",
+}
+
+# Task kind -> the transformers layers of its head: (hidden dense or None, output layer).
+TASK_HEADS = {
+    "ForSequenceClassification": ("classifier.dense", "classifier.out_proj"),
+    "ForTokenClassification": (None, "classifier"),
+    "ForQuestionAnswering": (None, "qa_outputs"),
+    "ForMultipleChoice": ("sequence_summary.summary", "classifier"),
 }
 
 _MODULES = {
@@ -41,6 +53,7 @@ class ElectraFamily(Family):
       "ElectraModel": ("last_hidden_state",),
       "ElectraForPreTraining": ("logits",),
       "ElectraForMaskedLM": ("logits",),
+      **tasks.architectures("Electra", electra_tasks.KINDS),
   }
   # Buffers, and the generator's output matrix (tied to the word embeddings).
   ignored_keys = (r".*position_ids", r".*embeddings\.token_type_ids", r"generator_lm_head\.weight")
@@ -53,8 +66,11 @@ class ElectraFamily(Family):
     if not hf_config.get("tie_word_embeddings", True):
       raise ValueError("tie_word_embeddings=False is not supported for ELECTRA: the generator's "
                        "output layer is the word-embedding matrix.")
+    _check_summary(hf_config)
     values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
     values.setdefault("embedding_size", values.get("hidden_size", 256))
+    values["summary_activation"] = hf_config.get("summary_activation") or "linear"
+    values.update(tasks.label_values(hf_config))
     return electra.ElectraConfig(**config_fields(electra.ElectraConfig, values))
 
   def config_to_hf(self, config: electra.ElectraConfig, architecture: str) -> dict:
@@ -69,12 +85,21 @@ class ElectraFamily(Family):
         "type_vocab_size": config.type_vocab_size, "layer_norm_eps": config.layer_norm_eps,
         "initializer_range": config.initializer_range, "pad_token_id": config.pad_token_id,
         "position_embedding_type": "absolute", "tie_word_embeddings": True,
+        "classifier_dropout": config.classifier_dropout, "summary_type": config.summary_type,
+        "summary_use_proj": True, "summary_activation": config.summary_activation,
+        "summary_last_dropout": config.summary_last_dropout, **tasks.label_config(config),
     }
 
   def make_module(self, architecture: str, config: electra.ElectraConfig):
+    kind = tasks.kind_of(architecture)
+    if kind:
+      return electra_tasks.task_model(kind, config)
     return _MODULES[architecture](config)
 
   def rules(self, architecture: str, config: electra.ElectraConfig) -> list[Rule]:
+    kind = tasks.kind_of(architecture)
+    if kind:
+      return model_rules("electra.", "encoder/", config) + tasks.head_rules(*TASK_HEADS[kind])
     if architecture == "ElectraModel":
       return model_rules("", "", config)
     rules = model_rules("electra.", "electra/", config)
@@ -92,6 +117,18 @@ class ElectraFamily(Family):
         Rule("generator_predictions.LayerNorm.weight", "generator_head/transform_norm/scale"),
         Rule("generator_predictions.LayerNorm.bias", "generator_head/transform_norm/bias"),
         Rule("generator_lm_head.bias", "generator_head/bias")]
+
+
+def _check_summary(hf_config: Mapping[str, Any]) -> None:
+  """ElectraForMultipleChoice's sequence summary: the options transformers' own uses."""
+  summary_type = hf_config.get("summary_type", "first")
+  if summary_type not in electra_tasks.SUMMARY_TYPES:
+    raise ValueError(f"ELECTRA summary_type={summary_type!r} is not supported; use one of "
+                     f"{sorted(electra_tasks.SUMMARY_TYPES)}.")
+  for key, supported in (("summary_use_proj", True), ("summary_proj_to_labels", False),
+                         ("summary_first_dropout", 0)):
+    if hf_config.get(key, supported) != supported:
+      raise ValueError(f"ELECTRA {key}={hf_config[key]!r} is not supported (only {supported!r}).")
 
 
 def export_discriminator(config: electra.ElectraConfig, params: dict) -> HFModel:

@@ -40,6 +40,11 @@ class ElectraConfig(EncoderConfig):
   # the discriminator's; the paper uses 1/4 (small, large) to 1/3 (base). 1.0 for the
   # two-stage variant, where the discriminator starts from the generator's weights.
   generator_fraction: float = 0.25
+  # ElectraForMultipleChoice's sequence summary (transformers' summary_*): which token, the
+  # activation after its dense layer, the dropout after it.
+  summary_type: str = "first"
+  summary_activation: str = "gelu"
+  summary_last_dropout: float = 0.1
 
   def __post_init__(self):
     super().__post_init__()

@@ -1,4 +1,6 @@
-"""Longformer <-> transformers' LongformerModel / LongformerForMaskedLM.
+"""Longformer <-> transformers' LongformerModel / LongformerForMaskedLM and the task classes
+LongformerFor{SequenceClassification, TokenClassification, QuestionAnswering,
+MultipleChoice} (models/longformer/tasks.py).
 
 Longformer's config.json and tensors are RoBERTa's plus `attention_window` (the full
 window 2w, one per layer or one for all) and the global projections of every layer
@@ -7,10 +9,12 @@ window 2w, one per layer or one for all) and the global projections of every lay
 from typing import Any, Mapping
 
 from bertjax.models.bert.hf import encoder_rules, pooler_rules
+from bertjax.hf import tasks
 from bertjax.hf.mapping import Rule
 from bertjax.models.roberta.hf import RobertaFamily, lm_head_rules
 from bertjax.layers.long_attention import sparse
 from bertjax.models import longformer
+from bertjax.models.longformer import tasks as longformer_tasks
 
 
 def global_projection_rules(hf: str, ours: str) -> list[Rule]:
@@ -28,7 +32,9 @@ class LongformerFamily(RobertaFamily):
   architectures = {
       "LongformerModel": ("last_hidden_state", "pooler_output"),
       "LongformerForMaskedLM": ("logits",),
+      **tasks.architectures("Longformer", longformer_tasks.KINDS),
   }
+  base_prefix = "longformer."
 
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> longformer.LongformerConfig:
     window = hf_config.get("attention_window", 512)
@@ -48,16 +54,28 @@ class LongformerFamily(RobertaFamily):
   def config_to_hf(self, config: longformer.LongformerConfig, architecture: str) -> dict:
     hf = super().config_to_hf(config, architecture)
     window = config.attention.window
-    hf.update(model_type="longformer", sep_token_id=2,
+    hf.update(model_type="longformer", sep_token_id=config.sep_token_id,
               attention_window=([2 * w for w in window] if isinstance(window, tuple)
                                 else 2 * window))
     return hf
 
   def make_module(self, architecture: str, config: longformer.LongformerConfig):
+    if tasks.kind_of(architecture):
+      return super().make_module(architecture, config)
     return {"LongformerModel": longformer.LongformerModel,
             "LongformerForMaskedLM": longformer.LongformerForMaskedLM}[architecture](config)
 
+  def task_module(self, kind: str, config: longformer.LongformerConfig):
+    return longformer_tasks.task_model(kind, config)
+
+  def task_encoder_rules(self, hf: str, ours: str, config: longformer.LongformerConfig,
+                         pooled: bool) -> list[Rule]:
+    return (super().task_encoder_rules(hf, ours, config, pooled)
+            + global_projection_rules(hf, ours))
+
   def rules(self, architecture: str, config: longformer.LongformerConfig) -> list[Rule]:
+    if tasks.kind_of(architecture):
+      return super().rules(architecture, config)
     if architecture == "LongformerModel":
       return encoder_rules("", "") + global_projection_rules("", "") + pooler_rules("", "")
     return (encoder_rules("longformer.", "longformer/")

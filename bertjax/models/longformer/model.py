@@ -20,6 +20,8 @@ class LongformerConfig(roberta.RobertaConfig):
   max_position_embeddings: int = 4098  # 4096 positions after the padding_idx + 1 offset
   # Global attention only where `global_attention_mask` asks for it (as transformers).
   attention: Any = sparse.Longformer(window=256, global_tokens=())
+  # The task classes' default global attention reads the question's end: the first </s>.
+  sep_token_id: int = 2
 
 
 def _size(layers: int, hidden: int, **overrides) -> LongformerConfig:

@@ -1,11 +1,22 @@
-"""RoBERTa <-> transformers' RobertaModel / RobertaForMaskedLM.
+"""RoBERTa <-> transformers' RobertaModel / RobertaForMaskedLM and the task classes
+RobertaFor{SequenceClassification, TokenClassification, QuestionAnswering, MultipleChoice}.
 
 RoBERTa's config.json and encoder tensors are BERT's, so the adapter extends the BERT
-one; only the LM head's tensor names and the module classes differ.
+one; only the heads' tensor names and the module classes differ.
 """
+from bertjax.hf import tasks
 from bertjax.models.bert.hf import BertFamily, encoder_rules, pooler_rules
 from bertjax.hf.mapping import Rule
 from bertjax.models import roberta
+from bertjax.models.roberta import tasks as roberta_tasks
+
+# Task kind -> the transformers layers of its head: (hidden dense or None, output layer).
+TASK_HEADS = {
+    "ForSequenceClassification": ("classifier.dense", "classifier.out_proj"),
+    "ForTokenClassification": (None, "classifier"),
+    "ForQuestionAnswering": (None, "qa_outputs"),
+    "ForMultipleChoice": (None, "classifier"),
+}
 
 
 def lm_head_rules(hf: str = "lm_head.", ours: str = "lm_head/") -> list[Rule]:
@@ -23,7 +34,11 @@ class RobertaFamily(BertFamily):
   architectures = {
       "RobertaModel": ("last_hidden_state", "pooler_output"),
       "RobertaForMaskedLM": ("logits",),
+      **tasks.architectures("Roberta", roberta_tasks.KINDS),
   }
+  base_prefix = "roberta."
+  task_heads = TASK_HEADS
+  pooled_kinds = roberta_tasks.POOLED
   # Buffers, and the decoder tied to the word embeddings and to lm_head.bias.
   ignored_keys = (r".*position_ids", r".*token_type_ids", r"lm_head\.decoder\.(weight|bias)")
 
@@ -33,10 +48,17 @@ class RobertaFamily(BertFamily):
     return hf
 
   def make_module(self, architecture: str, config: roberta.RobertaConfig):
+    if tasks.kind_of(architecture):
+      return super().make_module(architecture, config)
     return {"RobertaModel": roberta.RobertaModel,
             "RobertaForMaskedLM": roberta.RobertaForMaskedLM}[architecture](config)
 
+  def task_module(self, kind: str, config: roberta.RobertaConfig):
+    return roberta_tasks.task_model(kind, config)
+
   def rules(self, architecture: str, config: roberta.RobertaConfig) -> list[Rule]:
+    if tasks.kind_of(architecture):
+      return super().rules(architecture, config)
     if architecture == "RobertaModel":
       return encoder_rules("", "") + pooler_rules("", "")
     return encoder_rules("roberta.", "roberta/") + lm_head_rules()

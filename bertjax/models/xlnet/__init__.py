@@ -2,6 +2,4 @@
 only it uses (two_stream.py)."""
 from bertjax.models.xlnet.model import (XLNetConfig, xlnet_tiny, xlnet_base, xlnet_large, SIZES,
                                         XLNetLayer, attention_masks, next_memory, XLNetModel,
-                                        XLNetLMHeadModel, SequenceSummary,
-                                        XLNetForSequenceClassification,
-                                        XLNetForQuestionAnsweringSimple)
+                                        XLNetLMHeadModel)

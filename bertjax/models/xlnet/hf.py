@@ -1,5 +1,6 @@
-"""XLNet <-> transformers' XLNetModel / XLNetLMHeadModel / XLNetForSequenceClassification /
-XLNetForQuestionAnsweringSimple.
+"""XLNet <-> transformers' XLNetModel / XLNetLMHeadModel and the task classes
+XLNetFor{SequenceClassification, TokenClassification, QuestionAnsweringSimple,
+MultipleChoice} (models/xlnet/tasks.py).
 
 transformers keeps XLNet's memory time-major, a list of [M, B, H] per layer; our modules
 take and return one [layers, B, M, H] array. `prepare_inputs` / `outputs` convert, so
@@ -10,9 +11,11 @@ from typing import Any, Mapping
 import jax.numpy as jnp
 import numpy as np
 
+from bertjax.hf import tasks
 from bertjax.hf.family import Family, config_fields
 from bertjax.hf.mapping import Rule
 from bertjax.models import xlnet
+from bertjax.models.xlnet import tasks as xlnet_tasks
 
 _RENAMED = {
     "d_model": "hidden_size",
@@ -22,11 +25,12 @@ _RENAMED = {
     "ff_activation": "hidden_act",
 }
 
-_MODULES = {
-    "XLNetModel": xlnet.XLNetModel,
-    "XLNetLMHeadModel": xlnet.XLNetLMHeadModel,
-    "XLNetForSequenceClassification": xlnet.XLNetForSequenceClassification,
-    "XLNetForQuestionAnsweringSimple": xlnet.XLNetForQuestionAnsweringSimple,
+# Task kind -> the transformers layers of its head: (hidden dense or None, output layer).
+TASK_HEADS = {
+    "ForSequenceClassification": ("sequence_summary.summary", "logits_proj"),
+    "ForTokenClassification": (None, "classifier"),
+    "ForQuestionAnsweringSimple": (None, "qa_outputs"),
+    "ForMultipleChoice": ("sequence_summary.summary", "logits_proj"),
 }
 
 
@@ -51,18 +55,14 @@ def transformer_rules(hf: str, ours: str) -> list[Rule]:
   ]
 
 
-def _linear(hf: str, ours: str) -> list[Rule]:
-  return [Rule(f"{hf}.weight", f"{ours}/kernel", "linear"), Rule(f"{hf}.bias", f"{ours}/bias")]
-
-
 class XLNetFamily(Family):
   name = "xlnet"
   model_types = ("xlnet",)
   architectures = {
       "XLNetModel": ("last_hidden_state", "mems"),
       "XLNetLMHeadModel": ("logits", "mems"),
-      "XLNetForSequenceClassification": ("logits", "mems"),
-      "XLNetForQuestionAnsweringSimple": ("start_logits", "end_logits", "mems"),
+      **{name: outputs + ("mems",)
+         for name, outputs in tasks.architectures("XLNet", xlnet_tasks.KINDS).items()},
   }
   ignored_keys = (r"lm_loss\.weight",)  # tied to the word embeddings
 
@@ -73,16 +73,14 @@ class XLNetFamily(Family):
                        "summary_activation='tanh' (the published setting) only; got "
                        f"{hf_config.get('summary_use_proj')!r} / "
                        f"{hf_config.get('summary_activation')!r}.")
-    if hf_config.get("summary_proj_to_labels") and "summary_proj_to_labels" in hf_config:
-      raise ValueError("summary_proj_to_labels=True is not supported for XLNet.")
+    for key in ("summary_proj_to_labels", "summary_first_dropout"):
+      if hf_config.get(key):
+        raise ValueError(f"{key}={hf_config[key]!r} is not supported for XLNet.")
     if not hf_config.get("tie_word_embeddings", True):
       raise ValueError("tie_word_embeddings=False is not supported for XLNet: the LM head is the "
                        "word-embedding matrix.")
     values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
-    if "id2label" in hf_config:
-      values["num_labels"] = len(hf_config["id2label"])
-    elif "num_labels" in hf_config:
-      values["num_labels"] = hf_config["num_labels"]
+    values.update(tasks.label_values(hf_config))
     head_dim = hf_config.get("d_head")
     config = xlnet.XLNetConfig(**config_fields(xlnet.XLNetConfig, values))
     if head_dim is not None and head_dim != config.head_dim:
@@ -102,29 +100,26 @@ class XLNetFamily(Family):
         "reuse_len": config.reuse_len, "pad_token_id": config.pad_token_id,
         "summary_type": config.summary_type, "summary_use_proj": True,
         "summary_activation": "tanh", "summary_last_dropout": config.summary_last_dropout,
-        "id2label": {str(i): f"LABEL_{i}" for i in range(config.num_labels)},
-        "label2id": {f"LABEL_{i}": i for i in range(config.num_labels)},
-        "tie_word_embeddings": True,
+        "tie_word_embeddings": True, **tasks.label_config(config),
     }
 
   def make_module(self, architecture: str, config: xlnet.XLNetConfig):
-    return _MODULES[architecture](config)
+    kind = tasks.kind_of(architecture)
+    if kind:
+      return xlnet_tasks.task_model(kind, config)
+    return {"XLNetModel": xlnet.XLNetModel,
+            "XLNetLMHeadModel": xlnet.XLNetLMHeadModel}[architecture](config)
 
   def init_inputs(self, config: xlnet.XLNetConfig) -> dict:
     return {"input_ids": jnp.zeros((2, 8), jnp.int32)}  # even: bi_data halves the batch
 
   def rules(self, architecture: str, config: xlnet.XLNetConfig) -> list[Rule]:
+    kind = tasks.kind_of(architecture)
+    if kind:
+      return transformer_rules("transformer.", "encoder/") + tasks.head_rules(*TASK_HEADS[kind])
     if architecture == "XLNetModel":
       return transformer_rules("", "")
-    rules = transformer_rules("transformer.", "transformer/")
-    if architecture == "XLNetLMHeadModel":
-      rules.append(Rule("lm_loss.bias", "lm_bias"))
-    elif architecture == "XLNetForSequenceClassification":
-      rules += _linear("sequence_summary.summary", "sequence_summary/summary")
-      rules += _linear("logits_proj", "logits_proj")
-    elif architecture == "XLNetForQuestionAnsweringSimple":
-      rules += _linear("qa_outputs", "qa_outputs")
-    return rules
+    return transformer_rules("transformer.", "transformer/") + [Rule("lm_loss.bias", "lm_bias")]
 
   def prepare_inputs(self, inputs: Mapping[str, Any]) -> dict:
     """HF call arguments -> ours: `mems` list of [M, B, H] -> [layers, B, M, H];

@@ -24,7 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bertjax.layers import activations, dense, embeddings, ffn, norms
+from bertjax.layers import activations, embeddings, ffn, norms
+from bertjax.models.common.config import check_labels
 from bertjax.models.xlnet import two_stream
 
 
@@ -46,8 +47,11 @@ class XLNetConfig:
   mem_len: Optional[int] = 512  # memory kept per layer (None/0: all of it)
   reuse_len: Optional[int] = None  # only the first reuse_len positions enter memory
   pad_token_id: int = 5
-  # Fine-tuning heads (transformers' XLNetSequenceSummary).
-  num_labels: int = 2
+  # Task classes (models/xlnet/tasks.py): the labels' names in id order and how a
+  # classifier's outputs are read (transformers' id2label, problem_type), the sequence
+  # summary (XLNetSequenceSummary: which token, the dropout after its dense + tanh).
+  labels: tuple[str, ...] = ("LABEL_0", "LABEL_1")
+  problem_type: str | None = None
   summary_type: str = "last"
   summary_last_dropout: float = 0.1
   dtype: str = "float32"
@@ -63,10 +67,15 @@ class XLNetConfig:
       raise ValueError(f"summary_type={self.summary_type!r}: use 'last', 'first' or 'mean'.")
     two_stream.relative_distances(1, 0, self.attn_type)  # validates attn_type
     activations.get_activation(self.hidden_act)
+    check_labels(self)
 
   @property
   def head_dim(self) -> int:
     return self.hidden_size // self.num_heads
+
+  @property
+  def num_labels(self) -> int:
+    return len(self.labels)
 
   def replace(self, **changes) -> "XLNetConfig":
     return dataclasses.replace(self, **changes)
@@ -233,59 +242,4 @@ class XLNetLMHeadModel(nn.Module):
                       (cfg.vocab_size,), jnp.float32)
     out["logits"] = nn.with_logical_constraint(logits + bias.astype(logits.dtype),
                                                ("batch", "length", "vocab"))
-    return out
-
-
-class SequenceSummary(nn.Module):
-  """transformers' XLNetSequenceSummary: one token (XLNet: the last, its <cls>) ->
-  Dense -> tanh -> dropout."""
-  config: XLNetConfig
-
-  @nn.compact
-  def __call__(self, hidden: jax.Array, *, deterministic: bool = True) -> jax.Array:
-    cfg = self.config
-    pick = {"last": lambda x: x[:, -1], "first": lambda x: x[:, 0],
-            "mean": lambda x: x.mean(axis=1)}[cfg.summary_type]
-    x = dense.DenseGeneral(cfg.hidden_size, ("embed", "mlp"), init_std=cfg.initializer_range,
-                           dtype=jnp.dtype(cfg.dtype), name="summary")(pick(hidden))
-    return nn.Dropout(cfg.summary_last_dropout)(jnp.tanh(x), deterministic=deterministic)
-
-
-class XLNetForSequenceClassification(nn.Module):
-  """Content stream only; the summary vector -> `num_labels` logits."""
-  config: XLNetConfig
-
-  @nn.compact
-  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
-               segment_ids=None, *, mems=None, deterministic: bool = True,
-               output_hidden_states: bool = False) -> dict:
-    cfg = self.config
-    out = XLNetModel(cfg, name="transformer")(
-        input_ids, attention_mask, token_type_ids, position_ids, segment_ids, mems=mems,
-        deterministic=deterministic, output_hidden_states=output_hidden_states)
-    summary = SequenceSummary(cfg, name="sequence_summary")(out["last_hidden_state"],
-                                                             deterministic=deterministic)
-    out["pooler_output"] = summary
-    out["logits"] = dense.DenseGeneral(cfg.num_labels, ("embed", None),
-                                       init_std=cfg.initializer_range,
-                                       dtype=jnp.dtype(cfg.dtype), name="logits_proj")(summary)
-    return out
-
-
-class XLNetForQuestionAnsweringSimple(nn.Module):
-  """Content stream only; per-token start / end logits of the answer span."""
-  config: XLNetConfig
-
-  @nn.compact
-  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
-               segment_ids=None, *, mems=None, deterministic: bool = True,
-               output_hidden_states: bool = False) -> dict:
-    cfg = self.config
-    out = XLNetModel(cfg, name="transformer")(
-        input_ids, attention_mask, token_type_ids, position_ids, segment_ids, mems=mems,
-        deterministic=deterministic, output_hidden_states=output_hidden_states)
-    logits = dense.DenseGeneral(2, ("embed", None), init_std=cfg.initializer_range,
-                                dtype=jnp.dtype(cfg.dtype), name="qa_outputs")(
-                                    out["last_hidden_state"])
-    out["start_logits"], out["end_logits"] = logits[..., 0], logits[..., 1]
     return out
