@@ -19,6 +19,7 @@ import importlib
 import inspect
 import logging
 import os
+import re
 import types
 import typing
 from typing import Any, Callable
@@ -132,5 +133,13 @@ def parse_config(gin_files: list[str], bindings: list[str]) -> None:
   root.setLevel(logging.CRITICAL)
   try:
     gin.parse_config_files_and_bindings(gin_files, bindings)
+  except ValueError as e:
+    macro = re.match(r"No bindings specified for '(\w+)/gin.macro'", str(e))
+    if macro is None:
+      raise
+    name = macro.group(1)
+    raise ValueError(f"gin macro {name} is used (%{name}) in {gin_files} but never set; "
+                     f"give it, e.g. --gin_bindings=\"{name} = '...'\" (the gin file that "
+                     f"uses it says what it means).") from None
   finally:
     root.setLevel(level)

@@ -176,7 +176,8 @@ def _shrink_models() -> None:
 def _build_and_read(files: list[str], model_dir: pathlib.Path) -> dict:
   main.parse_gin(files, ["Trainer.num_train_steps = 2", "Trainer.batch_size = 8",
                          "Trainer.sequence_length = 32", "XLNET_SEQUENCE_LENGTH = 32",
-                         "XLNET_REUSE_LEN = 16", "Trainer.show_progress = False"])
+                         "XLNET_REUSE_LEN = 16", "Trainer.show_progress = False",
+                         "PHASE1_DIR = '/phase1'"])  # (read by BERT's phase 2 when training)
   _shrink_models()
   job = trainer.Trainer(model_dir=str(model_dir))
   assert job.train_task, f"{files}: no Trainer.train_task"

@@ -34,7 +34,8 @@ def generate(module, params, input_ids, attention_mask=None, *, model_config: An
   kwargs: `max_new_tokens` (or `max_length`), `num_beams`, `do_sample`, `temperature`,
     `top_k`, `top_p`, `length_penalty`, `early_stopping`, `num_return_sequences`, token ids
     (`eos_token_id`, `pad_token_id`, `decoder_start_token_id`, `forced_bos_token_id`,
-    `forced_eos_token_id`; by default from `model_config`), `use_cache` (False recomputes
+    `forced_eos_token_id`; by default from `model_config`: a BART config.json's null
+    forced_eos_token_id forces nothing, as in transformers), `use_cache` (False recomputes
     the whole sequence each step), `cache_cross_attention` (False recomputes the
     cross-attention keys/values every step).
   prng_key: the sampling key (the same key gives the same samples).

@@ -40,7 +40,9 @@ class MaskedLM:
 
   def _positions(self, batch):
     # top_k on 0/1 weights: every selected position ranks before every unselected one.
-    return jax.lax.top_k(batch["mlm_weights"], self.max_predictions)[1]
+    # (Sequences shorter than max_predictions have all their positions gathered.)
+    k = min(self.max_predictions, batch["mlm_weights"].shape[-1])
+    return jax.lax.top_k(batch["mlm_weights"], k)[1]
 
   def __call__(self, outputs, batch):
     if self.logits_key not in outputs:

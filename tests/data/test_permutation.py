@@ -8,6 +8,7 @@ from bertjax.data import feature_converters as fc
 from bertjax.data.preprocessors import permutation as pm
 from bertjax.data.preprocessors import seeding
 from bertjax.data.preprocessors import stats
+from bertjax.data.preprocessors import streams
 
 CLS, SEP, PAD = 3, 4, 5
 SEEDS = st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1))
@@ -148,6 +149,76 @@ def test_query_stream_does_not_leak_through_a_real_xlnet():
   changed = out['input_ids'].copy()
   changed[visible] = 63
   assert np.abs(logits(changed) - base).max() > 1e-4
+
+
+def test_random_b_is_a_slice_of_the_other_text_half_the_time():
+  """random_b_prob=0.5: B is, for about half the seeds, as many tokens of `other` as the
+  text after A, from a random offset; everything else is drawn as with B continuing A."""
+  L, R, P = 40, 6, 5
+  doc, other = list(range(10, 10 + L - 3)), list(range(200, 200 + L - 3))
+  seeds = tf.data.Dataset.range(300).map(lambda i: tf.stack([i, 7 * i]))
+  draw = lambda **kw: list(seeds.map(lambda seed: pm.xlnet_example(
+      doc, seed, seq_len=L, num_predict=P, sep_id=SEP, cls_id=CLS, pad_id=PAD, reuse_len=R,
+      **kw)).as_numpy_iterator())
+  random_b = 0
+  for plain, paired in zip(draw(), draw(other=other, random_b_prob=0.5)):
+    for k in ('token_type_ids', 'perm_mask', 'target_mapping', 'target_weights', 'input_q'):
+      np.testing.assert_array_equal(plain[k], paired[k], err_msg=k)
+    cut = np.flatnonzero(paired['token_type_ids'] == 0)[-1]
+    a, b = paired['input_ids'][:cut].tolist(), paired['input_ids'][cut + 1:L - 2].tolist()
+    assert a == doc[:cut] and plain['next_sentence_label'] == 0
+    assert paired['next_sentence_label'] == (b != doc[cut:])  # 1 = random B
+    if paired['next_sentence_label']:
+      random_b += 1
+      assert b[0] >= 200 and b == list(range(b[0], b[0] + len(b)))  # a slice of other
+    check_example(paired, a + b, L, R, P)
+  assert 0.4 < random_b / 300 < 0.6, random_b
+
+
+@pytest.mark.parametrize('rows,seed', [(1, 3), (3, 8)])
+def test_stream_pairs_label_random_b_which_is_never_the_true_continuation(rows, seed):
+  """Over row streams, per example: the label says whether B is A's continuation (the
+  rest of the row's window) or text from elsewhere; a random B is never the true
+  continuation, nor any text a row of that step holds; about half the pairs are random."""
+  L, R = 24, 8
+  lengths = np.random.default_rng(seed).integers(1, 30, size=40)
+  # Token 1000 d + j: the j-th token of document d, so each token names its document.
+  docs = [[1000 * d + j for j in range(n)] for d, n in enumerate(lengths, 1)]
+  joined = [t for doc in docs for t in doc + [SEP]]
+  windows = [w.tolist() for step in streams.stream_windows(iter(docs), rows, L - 3, R, SEP)
+             for w in step]
+  ds = tf.data.Dataset.from_tensor_slices({'targets': tf.ragged.constant(docs, tf.int32)})
+  examples = _run(pm.xlnet_plm(ds, {'input_ids': L}, num_predict=3, sep_id=SEP, cls_id=CLS,
+                               pad_id=PAD, batch_size=rows, reuse_len=R, seed=seed,
+                               pad=True))
+  # The text ahead (rows * (L - 3) tokens past the rows' last, partly read, document)
+  # runs out a few steps before the windows do.
+  assert len(windows) - 8 * rows <= len(examples) <= len(windows)
+  labels = []
+  for i, (ex, window) in enumerate(zip(examples, windows)):
+    ids, types = np.asarray(ex['input_ids']), np.asarray(ex['token_type_ids'])
+    a, b = ids[types == 0][:-1].tolist(), ids[types == 1][:-1].tolist()
+    true_b = window[len(a):]
+    assert a == window[:len(a)] and len(b) == len(true_b)
+    labels.append(ex['next_sentence_label'])
+    assert labels[-1] == (b != true_b)
+    if labels[-1]:
+      step = windows[i - i % rows:i - i % rows + rows]
+      held = {t // 1000 for w in step for t in w if t != SEP}
+      assert not {t // 1000 for t in b if t != SEP} & held
+      assert any(joined[k:k + len(b)] == b for k in range(len(joined)))
+  # Binomial(n, 1/2), n ~ 50: within 4 standard deviations of n / 2.
+  n = len(labels)
+  assert n >= 40 and abs(sum(labels) - n / 2) <= 2 * np.sqrt(n), (sum(labels), n)
+
+
+def test_random_b_needs_text_to_draw_from():
+  with pytest.raises(ValueError, match='other'):
+    make(list(range(10, 40)), (0, 0), seq_len=32, num_predict=2, random_b_prob=0.5)
+  ds = tf.data.Dataset.from_tensor_slices({'targets': tf.ragged.constant([[11] * 40])})
+  with pytest.raises(ValueError, match='random_b_prob=0'):
+    pm.xlnet_plm(ds, {'input_ids': 32}, num_predict=4, sep_id=SEP, cls_id=CLS,
+                 random_b_prob=0.5)
 
 
 def _run(dataset):

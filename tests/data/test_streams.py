@@ -100,13 +100,17 @@ def vocab(tmp_path_factory):
   return stream_testlib.stream_vocabulary(str(tmp_path_factory.mktemp("vocab")))
 
 
-def xlnet_batches(vocab, n, texts=TEXT, **kwargs):
+def xlnet_batches(vocab, n, texts=TEXT, random_b_prob=0.0, **kwargs):
+  """n batches of xlnet_plm; by default with B always continuing A (random_b_prob 0), so
+  that each window is its row stream's own text."""
   source = seqio.FunctionDataSource(
       lambda split, shuffle_files, seed=None: tf.data.Dataset.from_tensor_slices(
           {"text": texts}), splits=["train"])
   args = dict(sequence_length={"input_ids": L, "target_ids": P}, batch_size=B, seed=0,
               vocabulary=vocab, source=source, shuffle=False)
-  return list(recipes.get_dataset("xlnet_plm", **{**args, **kwargs}).take(n).as_numpy_iterator())
+  with stream_testlib.random_b_prob(random_b_prob):
+    ds = recipes.get_dataset("xlnet_plm", **{**args, **kwargs})
+  return list(ds.take(n).as_numpy_iterator())
 
 
 def source_documents(vocab, texts=TEXT):
@@ -151,7 +155,7 @@ def test_xlnet_rows_continue_their_stream_and_decode_to_the_source(vocab):
 
 
 def test_xlnet_stream_examples_keep_the_perm_mask_invariants(vocab):
-  for batch in xlnet_batches(vocab, 4):
+  for batch in xlnet_batches(vocab, 4, random_b_prob=0.5):  # XLNet's pairs
     for r in range(B):
       example = {k: v[r] for k, v in batch.items()}
       targets = np.argmax(example["target_mapping"], axis=1)[example["target_weights"] > 0]
@@ -179,3 +183,61 @@ def test_xlnet_streams_resume_and_each_host_owns_its_rows(vocab):
       docs |= {tuple(d) for d in row_docs}
     owned.append(docs)
   assert owned[0] and owned[1] and not owned[0] & owned[1]
+
+
+# ------------------------------------------------------- B from elsewhere (XLNet's pairs)
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 12), min_size=1, max_size=40), st.integers(1, 4),
+       st.integers(1, 10), st.integers(1, 10))
+def test_text_ahead_is_the_next_documents_and_leaves_the_layout_alone(lengths, batch_size,
+                                                                      window, stride):
+  stride = min(stride, window)
+  # Token 1000 d + j: the j-th token of document d, so each token names its document.
+  docs = [[1000 * d + j for j in range(n)] for d, n in enumerate(lengths, 1)]
+  joined = [t for doc in docs for t in doc + [SEP]]
+  plain = list(streams.stream_windows(iter(docs), batch_size, window, stride, SEP))
+  ahead = list(streams.stream_windows(iter(docs), batch_size, window, stride, SEP,
+                                      other_text=True))
+  assert len(ahead) <= len(plain)  # the text ahead can run out first
+  seen = set()
+  for (rows, others), plain_rows in zip(ahead, plain):
+    assert [r.tolist() for r in rows] == [r.tolist() for r in plain_rows]
+    seen |= {t // 1000 for row in rows for t in row if t != SEP}
+    text = [t for other in others for t in other.tolist()]
+    assert len(others) == batch_size and all(len(o) == window for o in others)
+    # The documents next in line, whole and in order, none of them in any window so far.
+    assert any(joined[i:i + len(text)] == text and (i == 0 or joined[i - 1] == SEP)
+               for i in range(len(joined)))
+    assert not {t // 1000 for t in text if t != SEP} & seen
+
+
+def _pair_parts(batch, row):
+  """(context + A, B) tokens of one example."""
+  ids, types = batch["input_ids"][row], batch["token_type_ids"][row]
+  return ids[types == 0][:-1].tolist(), ids[types == 1][:-1].tolist()
+
+
+def test_xlnet_b_is_text_from_elsewhere_half_the_time(vocab):
+  """XLNet's data_utils draws B from elsewhere half the time: the same batches as with
+  B continuing A (contexts, A, cut, targets, order), except B in about half the rows,
+  which is then a slice of the source text that does not continue A."""
+  texts = stream_testlib.documents(60)
+  joined = [t for doc in source_documents(vocab, texts) for t in doc + [vocab.sep_id]]
+  continuing = xlnet_batches(vocab, 8, texts=texts, seed=4)
+  paired = xlnet_batches(vocab, 8, texts=texts, seed=4, random_b_prob=0.5)
+  random_rows = 0
+  for before, after in zip(continuing, paired):
+    for k in ("token_type_ids", "attention_mask", "perm_mask", "target_mapping"):
+      np.testing.assert_array_equal(before[k], after[k], err_msg=k)
+    for r in range(B):
+      (a_before, b_before), (a_after, b_after) = _pair_parts(before, r), _pair_parts(after, r)
+      assert a_after == a_before and len(b_after) == len(b_before)
+      if b_after != b_before:
+        random_rows += 1
+        assert any(joined[i:i + len(b_after)] == b_after for i in range(len(joined)))
+  assert 4 <= random_rows <= 12, random_rows  # of 16 pairs; binomial(16, 1/2)
+  # Deterministic, and resuming gives the same batches.
+  resumed = xlnet_batches(vocab, 5, texts=texts, seed=4, random_b_prob=0.5, start_step=3)
+  for a, b in zip(paired[3:], resumed):
+    for k in a:
+      np.testing.assert_array_equal(a[k], b[k], err_msg=k)

@@ -1,6 +1,7 @@
 """A tiny vocabulary and document source for XLNet row-stream runs, and a data_fn that
 crashes its run at a chosen step; gin-configurable, so subprocess runs
 (`python -m bertjax.main`-style) can use them too."""
+import contextlib
 import os
 import random
 import signal
@@ -15,6 +16,18 @@ WORDS = ("the a cat dog sat ran on under mat log big small red blue green and th
          "happy sad day night park tree house bird sang ##s ##ed ##ing . ,").split()
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 VOCAB_SIZE = len(SPECIALS) + len(WORDS)
+
+
+@contextlib.contextmanager
+def random_b_prob(prob: float):
+  """`xlnet_preprocessors.random_b_prob = prob` while datasets are built (0.0: B always
+  continues A, so every window is its row stream's own text); clears gin after."""
+  with gin.unlock_config():
+    gin.bind_parameter("xlnet_preprocessors.random_b_prob", prob)
+  try:
+    yield
+  finally:
+    gin.clear_config()
 
 
 @gin.configurable

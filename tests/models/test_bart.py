@@ -1,4 +1,6 @@
 """BART equals transformers' PyTorch BART, through from_hf / to_hf."""
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,6 +9,7 @@ import transformers
 
 import bertjax
 from bertjax.models import bart
+from bertjax.models.bart import hf as bart_hf
 from tests.helpers import hf as hf_helpers, parity
 from tests.helpers import seq2seq as seq2seq_helpers
 
@@ -89,3 +92,42 @@ def test_cached_decoding_equals_full_decoding(prompt_length, tmp_path):
 @pytest.mark.parametrize("settings", [dict(num_beams=1), dict(num_beams=3, length_penalty=0.7)])
 def test_generate_equals_reference_generate(settings, tmp_path):
   seq2seq_helpers.assert_generate_equals_reference(GENERATOR, tmp_path, **settings)
+
+
+@pytest.mark.parametrize("forced, settings", [
+    (dict(forced_eos_token_id=None), dict(num_beams=1)),
+    (dict(forced_eos_token_id=None), dict(num_beams=3)),
+    (dict(forced_eos_token_id=2), dict(num_beams=1)),
+    (dict(forced_eos_token_id=2), dict(num_beams=3)),
+    (dict(forced_eos_token_id=None, forced_bos_token_id=5), dict(num_beams=3))],
+    ids=["eos_null-greedy", "eos_null-beam", "eos_2-greedy", "eos_2-beam", "bos_5-beam"])
+def test_generate_forces_tokens_only_where_config_json_says(forced, settings, tmp_path):
+  """config.json's forced_eos_token_id (null: nothing forced) and forced_bos_token_id
+  reach generate as they reach transformers' from_pretrained: the same ids, greedy and beam."""
+  _, path = parity.save_reference(GENERATOR, tmp_path)
+  config = {**json.loads((path / "config.json").read_text()), **forced}
+  (path / "config.json").write_text(json.dumps(config))
+  (path / "generation_config.json").unlink()  # transformers then reads config.json's ids
+  torch_model = transformers.BartForConditionalGeneration.from_pretrained(path)
+  ours = bertjax.from_hf(path)
+  assert ours.config.forced_eos_token_id == forced["forced_eos_token_id"]
+  assert ours.config.forced_bos_token_id == forced.get("forced_bos_token_id")
+  inputs = seq2seq_helpers.seq2seq_batch(GENERATOR.config["vocab_size"], seed=2)
+  # max_length 6: the last step is the one a forced EOS overrides.
+  expected, got = seq2seq_helpers.generate_both(torch_model, ours, inputs["input_ids"],
+                                                inputs["attention_mask"], max_new_tokens=5,
+                                                **settings)
+  np.testing.assert_array_equal(got, expected)
+  ends_in_eos = (got[:, 1:] == ours.config.eos_token_id).any(axis=1)  # column 0: start (2)
+  # Not vacuous: EOS appears in every row only when it is forced.
+  assert ends_in_eos.all() == (forced["forced_eos_token_id"] is not None)
+  if "forced_bos_token_id" in forced:
+    assert (got[:, 1] == forced["forced_bos_token_id"]).all()
+
+
+def test_config_without_forced_eos_key_forces_eos_like_transformers():
+  config = dict(ODD_CONFIG, model_type="bart")
+  assert bart_hf.BartFamily().config_from_hf(config).forced_eos_token_id == (
+      transformers.BartConfig(**ODD_CONFIG).forced_eos_token_id) == 2
+  with pytest.raises(ValueError, match="forced_eos_token_id"):
+    bart_hf.BartFamily().config_from_hf({**config, "forced_eos_token_id": [2, 3]})

@@ -4,6 +4,7 @@ decoder works as described."""
 import dataclasses
 import functools
 
+import flax.linen as nn
 import jax
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import transformers
 from transformers.models.deberta_v2 import modeling_deberta_v2
 
 import bertjax
-from bertjax.models.deberta import relative, tasks as deberta_tasks
+from bertjax.models.deberta import disentangled, relative, tasks as deberta_tasks
 from bertjax.models import bert, deberta
 from tests.helpers import hf as hf_helpers, parity
 
@@ -106,16 +107,23 @@ TINY = deberta.DebertaConfig(vocab_size=54, hidden_size=32, num_layers=2, num_he
 
 
 @functools.lru_cache(maxsize=None)
-def _emd_model():
-  model = deberta.DebertaForMaskedLM(TINY.replace(enhanced_mask_decoder=True))
+def _emd_model(separate_layer: bool = False):
+  model = deberta.DebertaForMaskedLM(TINY.replace(enhanced_mask_decoder=True,
+                                                  emd_separate_layer=separate_layer))
   params = jax.jit(lambda k: bert.init_params(model, k))(jax.random.PRNGKey(0))
   return model, params, jax.jit(lambda p, ids, pos: model.apply({"params": p}, ids,
                                                                 position_ids=pos)["logits"])
 
 
-def test_enhanced_mask_decoder_injects_absolute_positions():
-  model, params, run = _emd_model()
-  assert set(params) == {"deberta", "mlm_head", "emd"}
+# The released code's EMD (the last encoder layer reused) and the separate-layer option.
+EMD_VARIANTS = pytest.mark.parametrize("separate_layer", [False, True],
+                                       ids=["shared_last_layer", "separate_layer"])
+
+
+@EMD_VARIANTS
+def test_enhanced_mask_decoder_injects_absolute_positions(separate_layer):
+  model, params, run = _emd_model(separate_layer)
+  assert set(params) == {"deberta", "mlm_head"} | ({"emd"} if separate_layer else set())
   assert "position_embeddings" in params["deberta"]["embeddings"]
   ids = np.random.default_rng(0).integers(0, TINY.vocab_size, (2, 10)).astype(np.int32)
   pos = np.broadcast_to(np.arange(10), ids.shape).astype(np.int32)
@@ -131,23 +139,112 @@ def test_enhanced_mask_decoder_injects_absolute_positions():
   np.testing.assert_allclose(logits(pos), logits(pos + 3), atol=1e-6)
 
 
-def test_sharded_4x2_equals_one_device():
+@EMD_VARIANTS
+def test_sharded_4x2_equals_one_device(separate_layer):
   from bertjax.train import partitioning
-  model, params, run = _emd_model()
+  model, params, run = _emd_model(separate_layer)
   ids = np.random.default_rng(1).integers(0, TINY.vocab_size, (8, 12)).astype(np.int32)
   pos = np.broadcast_to(np.arange(12), ids.shape).astype(np.int32)
   mesh, rules = partitioning.make_mesh((4, 2)), partitioning.axis_rules()
   boxed = jax.eval_shape(lambda: bert.init_params(model, jax.random.PRNGKey(0), boxed=True))
   shardings = partitioning.shardings_for(boxed, mesh, rules)
   # Heads, MLP and vocab really are split over the 2-way model axis.
-  kernel = shardings["emd"]["layer"]["attention"]["query"]["kernel"]
-  assert kernel.spec[1] == "model"
+  if separate_layer:
+    kernel = shardings["emd"]["layer"]["attention"]["query"]["kernel"]
+    assert kernel.spec[1] == "model"
+  else:  # the EMD's layer is the stack's last: [layers, embed, heads, kv]
+    kernel = shardings["deberta"]["encoder"]["stack"]["layers"]["attention"]["query"]["kernel"]
+    assert kernel.spec[2] == "model"
   data = partitioning.batch_sharding(mesh, rules)
   sharded = partitioning.jit_sharded(
       lambda p, i, q: model.apply({"params": p}, i, position_ids=q)["logits"], mesh, rules,
       (shardings, data, data), partitioning.replicated(mesh))
   got = sharded(partitioning.place(params, shardings), ids, pos)
   np.testing.assert_allclose(np.asarray(got), np.asarray(run(params, ids, pos)), atol=1e-5)
+
+
+def _mlm_head_input(model, params, ids, mask, pos):
+  """What the model feeds its MLM head (the EMD's output), intercepted at the head's call."""
+  seen = []
+
+  def record(next_fn, args, kwargs, context):
+    if context.module.name == "mlm_head" and context.method_name == "__call__":
+      seen.append(args[0])
+    return next_fn(*args, **kwargs)
+
+  @jax.jit
+  def run(params):
+    with nn.intercept_methods(record):
+      model.apply({"params": params}, ids, mask, position_ids=pos)
+    return seen[0]
+
+  return np.asarray(run(params))
+
+
+def _redrawn(params, seed: int = 0):
+  """Every parameter + N(0, 0.2): LayerNorm scales and biases far from 1 and 0 too."""
+  rng = np.random.default_rng(seed)
+  return jax.tree_util.tree_map(
+      lambda p: (p + 0.2 * rng.standard_normal(p.shape)).astype(np.float32), params)
+
+
+def test_emd_is_the_last_encoder_layer_over_the_penultimate_states():
+  """microsoft/DeBERTa's EMD: the last layer's own parameters applied twice, keys/values the
+  penultimate hidden state H', queries H' + P then the previous pass's output."""
+  model, params, _ = _emd_model()
+  params = _redrawn(params)
+  cfg = model.config
+  rng = np.random.default_rng(3)
+  ids = rng.integers(0, cfg.vocab_size, (3, 11)).astype(np.int32)
+  mask = (np.arange(11)[None] < np.array([[11], [7], [4]])).astype(np.int32)
+  pos = (np.arange(11)[None] + np.array([[0], [2], [5]])).astype(np.int32)
+  got = _mlm_head_input(model, params, ids, mask, pos)
+
+  @jax.jit
+  def by_hand(encoder):
+    hidden = deberta.DebertaModel(cfg).apply({"params": encoder}, ids, mask, position_ids=pos,
+                                             output_hidden_states=True)["hidden_states"]
+    keys = hidden[-2]  # [embeddings, layer 1, ..., layer L]: the last layer's input
+    table, index = deberta.DebertaEncoder(cfg).apply(
+        {"params": encoder["encoder"]}, ids.shape[1], method="relative_table")
+    last = jax.tree_util.tree_map(lambda p: p[-1], encoder["encoder"]["stack"]["layers"])
+    layer = disentangled.DisentangledLayer(**deberta.model._layer_kwargs(cfg))
+    query = keys + encoder["embeddings"]["position_embeddings"]["embedding"][pos]
+    for _ in range(cfg.emd_steps):
+      query, _ = layer.apply({"params": last}, keys, deberta.attention_mask_2d(mask, None),
+                             table, index, query)
+    return query
+
+  np.testing.assert_allclose(got, np.asarray(by_hand(params["deberta"])), atol=1e-5)
+  assert np.std(got) > 0.1
+
+  # One pass with zero position embeddings is exactly the encoder's own last layer: the
+  # plain model's MLM logits.
+  one_step = deberta.DebertaForMaskedLM(cfg.replace(emd_steps=1))
+  plain = deberta.DebertaForMaskedLM(cfg.replace(enhanced_mask_decoder=False))
+  embeddings = dict(params["deberta"]["embeddings"])
+  table = embeddings.pop("position_embeddings")["embedding"]
+  plain_params = {**params, "deberta": {**params["deberta"], "embeddings": embeddings}}
+  zeroed = {**params, "deberta": {**params["deberta"], "embeddings": {
+      **embeddings, "position_embeddings": {"embedding": np.zeros_like(table)}}}}
+  logits = jax.jit(lambda module, p: module.apply({"params": p}, ids, mask,
+                                                  position_ids=pos)["logits"], static_argnums=0)
+  np.testing.assert_allclose(logits(one_step, zeroed), logits(plain, plain_params), atol=1e-5)
+
+
+def test_emd_adds_no_layer_unless_asked():
+  """Parameters: the shared EMD adds only the absolute position table; the separate-layer
+  option adds one whole layer more."""
+  count = lambda config: hf_helpers.parameter_count(
+      lambda: bert.init_params(deberta.DebertaForMaskedLM(config), jax.random.PRNGKey(0)))
+  plain = count(TINY)
+  positions = TINY.max_position_embeddings * TINY.hidden_size
+  one_layer = hf_helpers.parameter_count(lambda: jax.tree_util.tree_map(
+      lambda p: p[-1], _emd_model()[1]["deberta"]["encoder"]["stack"]["layers"]))
+  assert count(TINY.replace(enhanced_mask_decoder=True)) == plain + positions
+  assert count(TINY.replace(enhanced_mask_decoder=True, emd_separate_layer=True)) == (
+      plain + positions + one_layer)
+  assert one_layer > 0
 
 
 def test_emd_model_refuses_export_as_hf_masked_lm(tmp_path):

@@ -25,10 +25,13 @@ STEPS = 30  # of the subprocess runs
 
 
 def stream_batches(tmp_path, n):
-  ds = recipes.get_dataset("xlnet_plm", sequence_length={"input_ids": L, "target_ids": P},
-                         batch_size=B, seed=0, shuffle=False,
-                         vocabulary=streams_lib.stream_vocabulary(str(tmp_path / "vocab")),
-                         source=streams_lib.stream_source())
+  # B continuing A: each window is then its row stream's own text, which the check of
+  # the windows below reads (the memory itself is the contexts', B or no B).
+  with streams_lib.random_b_prob(0.0):
+    ds = recipes.get_dataset("xlnet_plm", sequence_length={"input_ids": L, "target_ids": P},
+                             batch_size=B, seed=0, shuffle=False,
+                             vocabulary=streams_lib.stream_vocabulary(str(tmp_path / "vocab")),
+                             source=streams_lib.stream_source())
   return [{k: jnp.asarray(v) for k, v in b.items()} for b in ds.take(n).as_numpy_iterator()]
 
 

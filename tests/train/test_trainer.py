@@ -1,4 +1,5 @@
-"""The training loop: sharding equivalence, NaN handling, bf16, init_checkpoint, quickstart."""
+"""The training loop: sharding equivalence, NaN handling, bf16, init_checkpoint, quickstart,
+BERT's two pretraining phases."""
 import math
 import os
 
@@ -107,3 +108,79 @@ def test_mismatched_init_checkpoint_is_a_clear_error(tmp_path):
   tl.configure(f"Trainer.init_checkpoint = '{tmp_path / 'wrong'}'")
   with pytest.raises(ValueError, match="bert/pooler/kernel.*shape"):
     trainer.Trainer(model_dir=str(tmp_path / "run")).run("train")
+
+
+class _LengthRecordingData(tl.SyntheticMlmNsp):
+  """The synthetic stream, noting the sequence length of every train stream built."""
+  train_lengths = []
+
+  def __init__(self, task_name, split, batch_size, sequence_length, seed, **kwargs):
+    super().__init__(task_name, split, batch_size, sequence_length, seed, **kwargs)
+    if split == "train":
+      _LengthRecordingData.train_lengths.append(sequence_length)
+
+  def __iter__(self):
+    for batch in super().__iter__():
+      assert batch["input_ids"].shape[1] == self.length
+      yield batch
+
+
+gin.external_configurable(_LengthRecordingData, "LengthRecordingData")
+
+
+def _configure_phase(phase, *extra):
+  """The tiny run with runs/pretrain_phase{phase}.gin for runs/pretrain.gin, keeping the
+  phase's sequence length (not the tiny run's 16)."""
+  from bertjax import main
+  lines = [line.replace("'runs/pretrain.gin'", f"'runs/pretrain_phase{phase}.gin'")
+           for line in tl.TINY_RUN if not line.startswith("Trainer.sequence_length")]
+  gin.clear_config()
+  main.parse_gin([], lines + [
+      "build_model.config_overrides = {'vocab_size': %d, 'hidden_size': 32, 'num_heads': 2, "
+      "'intermediate_size': 64, 'max_position_embeddings': 512}" % tl.VOCAB,
+      "Trainer.data_fn = @LengthRecordingData",
+      "Trainer.eval_steps = 1", *extra])
+
+
+def _bound(name):
+  try:
+    return gin.query_parameter(name)
+  except ValueError:  # not bound
+    return None
+
+
+def test_bert_phases_split_the_steps_90_10_at_128_then_512_tokens():
+  from bertjax import main
+  files = ["runs/pretrain.gin", "models/bert_base.gin", "objectives/mlm_nsp.gin"]
+  found = {}
+  for phase in (1, 2):
+    gin.clear_config()
+    main.parse_gin([f"runs/pretrain_phase{phase}.gin"] + files[1:], ["PHASE1_DIR = '/p1'"])
+    found[phase] = [_bound(name) for name in ("Trainer.num_train_steps",
+                    "Trainer.sequence_length", "MaskedLM.max_predictions")]
+    found[phase].append(str(_bound("Trainer.init_checkpoint")))  # (a macro in phase 2)
+  gin.clear_config()
+  main.parse_gin(files, [])
+  total = gin.query_parameter("Trainer.num_train_steps")
+  assert found == {1: [0.9 * total, 128, 20, "None"], 2: [0.1 * total, 512, 80, "%PHASE1_DIR"]}
+  gin.clear_config()
+  with pytest.raises(ValueError, match="PHASE1_DIR.*--gin_bindings"):
+    main.parse_gin(["runs/pretrain_phase2.gin"] + files[1:], [])
+
+
+@pytest.mark.slow
+def test_bert_phase_two_starts_from_phase_one_params_at_512_tokens(tmp_path):
+  _LengthRecordingData.train_lengths.clear()
+  _configure_phase(1, "Trainer.num_train_steps = 2")
+  trainer.Trainer(model_dir=str(tmp_path / "phase1")).run("train")
+  phase1, meta1 = checkpoints.load_params(str(tmp_path / "phase1"))
+  # lr 0 in phase 2: its parameters stay exactly the ones it started from.
+  _configure_phase(2, "Trainer.num_train_steps = 1", f"PHASE1_DIR = '{tmp_path / 'phase1'}'",
+                   "warmup_linear_decay.peak_value = 0.0")
+  trainer.Trainer(model_dir=str(tmp_path / "phase2")).run("train")
+  phase2, meta2 = checkpoints.load_params(str(tmp_path / "phase2"))
+  assert _LengthRecordingData.train_lengths == [128, 512]
+  assert (meta1["step"], meta2["step"]) == (2, 1)  # phase 2 counts its own steps
+  assert jax.tree.structure(phase1) == jax.tree.structure(phase2)
+  for a, b in zip(jax.tree.leaves(phase1), jax.tree.leaves(phase2)):
+    np.testing.assert_array_equal(a, b)

@@ -6,10 +6,17 @@ One example is a fixed-length sequence laid out as XLNet pre-trains:
   token_type_ids:  0 for ctx, A and the first SEP; 1 for B and its SEP;
                    2 for CLS; 3 for padding (XLNet's pad segment)
 
-A and B are consecutive text cut at a random point. The first `reuse_len`
-tokens are context only: never predicted, visible to every token, and they see
-nothing after themselves, so their hidden states can be cached as memory for
-the next segment (XLNet's recurrence).
+A and B are cut at a random point of the text after the context. As in XLNet's
+data_utils (`_split_a_and_b`), B continues A only half the time (`random_b_prob`
+= 0.5, row streams): otherwise B, of the same length, is text from elsewhere (the
+row stream's text ahead, from documents no row holds yet, at a random offset), so the
+model sees unrelated segment pairs too. XLNet has no next-sentence loss; the label is
+still emitted (`next_sentence_label`, 1 = random B) as XLNet's data_utils stores it, and
+the feature converter drops it. Unlike XLNet the cut and B's start are not moved to
+sentence ends. `random_b_prob=0` keeps B the text that follows A (the only choice with
+independent chunks). The first `reuse_len` tokens are context only: never predicted,
+visible to every token, and they see nothing after themselves, so their hidden states
+can be cached as memory for the next segment (XLNet's recurrence).
 
 Prediction targets (partial prediction, sec. 2.3 and the span-based variant):
 spans of n ~ p(n) ∝ 1/n tokens (n <= max_span_length) are sampled left to
@@ -39,11 +46,14 @@ them unpadded and XLNetFeatureConverter pads them to exactly these values):
   target_ids      int32   [P]    the id to predict per row (0 in padding rows)
   target_weights  float32 [P]    1.0 for real rows
   input_q         float32 [L]    1.0 at targets (the query-stream marker)
+  next_sentence_label int32 []   1 = B is text from elsewhere, 0 = B follows A
 
 Where the L - 3 tokens come from (`xlnet_plm`):
   streams (batch_size given; XLNet's pretraining): the documents are laid out as
     `batch_size` continuous row streams (`streams.row_streams`, documents joined
-    by [SEP]) and row r of step t is stream_r[t * reuse_len : t * reuse_len + L - 3].
+    by [SEP]) and row r of step t is stream_r[t * reuse_len : t * reuse_len + L - 3]
+    (with B, half the time, replaced by text from the documents ahead: the context
+    and A are always the stream's own text).
     So the context of step t+1 is the text right after the context of step t,
     whose hidden states the model keeps as memory: with the memory carried between
     train steps (`PermutationLM.carry_memory`), every row reads one continuous
@@ -67,6 +77,7 @@ from bertjax.data.preprocessors.span_corruption import drop_short, split_tokens
 
 PAD_SEGMENT = 3
 ORDERS = ('token', 'span')
+_OTHER = 'other_text'  # the row streams' text ahead, where a random B comes from
 
 
 def sample_spans(region_length: int, seed, *, mask_alpha: int = 6, mask_beta: int = 1,
@@ -100,13 +111,16 @@ def _rank(keys) -> tf.Tensor:
 
 def xlnet_example(tokens, seed, *, seq_len: int, num_predict: int, sep_id: int, cls_id: int,
                   pad_id: int = 0, reuse_len: int = 0, mask_alpha: int = 6, mask_beta: int = 1,
-                  max_span_length: int = 5, order: str = 'token', pad: bool = True) -> dict:
+                  max_span_length: int = 5, order: str = 'token', pad: bool = True,
+                  other=None, random_b_prob: float = 0.0) -> dict:
   """The XLNet features (module docstring) for one chunk of <= seq_len - 3 tokens.
 
   The chunk must hold at least reuse_len + 2 tokens (the dataset wrapper
   drops shorter ones). With `pad=False` the [L] / [L, L] features stop at the
   last real token (CLS), as `XLNetFeatureConverter` expects: it pads them back
-  to exactly the `pad=True` values.
+  to exactly the `pad=True` values. With probability `random_b_prob` segment B is
+  a random slice of `other` (>= seq_len - 3 tokens of text from elsewhere) instead
+  of the text after A.
   """
   _check_args(seq_len, num_predict, reuse_len, order)
   L, R, P = seq_len, reuse_len, num_predict
@@ -115,6 +129,9 @@ def xlnet_example(tokens, seed, *, seq_len: int, num_predict: int, sep_id: int, 
   tf.debugging.assert_greater_equal(n, R + 2, message='XLNet chunk shorter than reuse_len + 2')
   cut_seed, span_seed, fill_seed, order_seed, tie_seed = seeding.split_seed(seed, 5)
   cut = R + tf.random.stateless_uniform([], cut_seed, minval=1, maxval=n - R, dtype=tf.int32)
+  random_b = tf.constant(False)
+  if random_b_prob > 0:
+    tokens, random_b = _maybe_random_b(tokens, cut, other, random_b_prob, seed)
   # Positions: A = [0, cut) (context first), SEP = cut, B = (cut, n], SEP = n + 1,
   # CLS = n + 2, padding after.
   input_ids = tf.concat([tokens[:cut], [sep_id], tokens[cut:], [sep_id, cls_id],
@@ -158,13 +175,33 @@ def xlnet_example(tokens, seed, *, seq_len: int, num_predict: int, sep_id: int, 
   blocked |= reuse[:, None] & ~reuse[None, :]  # context never sees what follows
   blocked |= ~real[None, :] | ~real[:, None]  # padding neither sees nor is seen
   features = _target_features(input_ids, token_type_ids, real, blocked, is_target, P, L)
+  # As batch.py's NSP label (XLNet's data_utils stores the opposite, 1 = B follows A).
+  label = {'next_sentence_label': tf.cast(random_b, tf.int32)}
   if pad:
-    return features
+    return {**features, **label}
   m = n + 3
   trimmed = {k: v[:m] for k, v in features.items() if v.shape[0] == L}
   trimmed['perm_mask'] = features['perm_mask'][:m, :m]
   trimmed['target_mapping'] = features['target_mapping'][:, :m]
-  return {**features, **trimmed}
+  return {**features, **trimmed, **label}
+
+
+def _maybe_random_b(tokens, cut, other, random_b_prob: float, seed):
+  """(`tokens` with B = tokens[cut:] replaced, with probability `random_b_prob`, by as many
+  tokens of `other` from a random offset; whether it was)."""
+  if other is None:
+    raise ValueError(f'random_b_prob={random_b_prob} needs `other` text to draw B from.')
+  other = tf.cast(other, tf.int32)
+  # Seeds of their own, so every other draw is the same as with B continuing A.
+  pick_seed, offset_seed = seeding.split_seed(tf.random.experimental.stateless_fold_in(
+      tf.cast(seed, tf.int64), 1), 2)
+  b_len = tf.size(tokens) - cut
+  tf.debugging.assert_less_equal(b_len, tf.size(other), message='XLNet: other text too short')
+  offset = tf.random.stateless_uniform([], offset_seed, minval=0,
+                                       maxval=tf.size(other) - b_len + 1, dtype=tf.int32)
+  random_b = tf.random.stateless_uniform([], pick_seed) < random_b_prob
+  b = tf.where(random_b, other[offset:offset + b_len], tokens[cut:])
+  return tf.concat([tokens[:cut], b], 0), random_b
 
 
 def _target_features(input_ids, token_type_ids, real, blocked, is_target, P, L) -> dict:
@@ -202,8 +239,9 @@ def _check_args(seq_len, num_predict, reuse_len, order):
 def xlnet_plm(dataset: tf.data.Dataset, sequence_length: Mapping[str, int],
               output_features=None, *, sep_id: int, cls_id: int,
               num_predict: Optional[int] = None, batch_size: Optional[int] = None,
-              reuse_len: Optional[int] = None, seed: Optional[int] = None,
-              input_key: str = 'targets', **kwargs) -> tf.data.Dataset:
+              reuse_len: Optional[int] = None, random_b_prob: Optional[float] = None,
+              seed: Optional[int] = None, input_key: str = 'targets',
+              **kwargs) -> tf.data.Dataset:
   """seqio preprocessor: tokenized `input_key` -> XLNet features for sequences
   of `sequence_length['input_ids']` tokens (module docstring).
 
@@ -211,6 +249,8 @@ def xlnet_plm(dataset: tf.data.Dataset, sequence_length: Mapping[str, int],
     pretraining data, for memory carried between steps); None: independent chunks.
   reuse_len: the context length; None: half the sequence (XLNet: 256 of 512) with
     row streams, 0 with chunks.
+  random_b_prob: how often B is text from elsewhere rather than A's continuation;
+    None: XLNet's 0.5 with row streams, 0 with chunks (which have no text ahead).
   num_predict: defaults to `sequence_length['target_ids']`.
   `kwargs` go to `xlnet_example`; by default the features are unpadded (`pad=False`)
   for `XLNetFeatureConverter`.
@@ -223,6 +263,13 @@ def xlnet_plm(dataset: tf.data.Dataset, sequence_length: Mapping[str, int],
     num_predict = sequence_length['target_ids']
   if reuse_len is None:
     reuse_len = 0 if batch_size is None else seq_len // 2
+  if random_b_prob is None:
+    random_b_prob = 0.0 if batch_size is None else 0.5
+  if not 0 <= random_b_prob <= 1:
+    raise ValueError(f'random_b_prob={random_b_prob}; expected a probability in [0, 1].')
+  if random_b_prob and batch_size is None:
+    raise ValueError(f'random_b_prob={random_b_prob} draws B from the row streams\' text '
+                     'ahead; independent chunks (batch_size=None) need random_b_prob=0.')
   kwargs.setdefault('pad', False)
   _check_args(seq_len, num_predict, reuse_len, kwargs.get('order', 'token'))
   rule = 'xlnet/dropped_short_document'
@@ -235,7 +282,10 @@ def xlnet_plm(dataset: tf.data.Dataset, sequence_length: Mapping[str, int],
       raise ValueError(f'XLNet row streams advance by reuse_len tokens per step; got '
                        f'reuse_len={reuse_len} (use >= 1, e.g. {seq_len // 2}).')
     dataset = streams.row_streams(dataset, batch_size=batch_size, window=seq_len - 3,
-                                  stride=reuse_len, separator_id=sep_id, key=input_key)
+                                  stride=reuse_len, separator_id=sep_id, key=input_key,
+                                  other_key=_OTHER if random_b_prob else None)
   fn = functools.partial(xlnet_example, seq_len=seq_len, num_predict=num_predict,
-                         sep_id=sep_id, cls_id=cls_id, reuse_len=reuse_len, **kwargs)
-  return seeding.map_with_seed(dataset, lambda ex, seed: fn(ex[input_key], seed), seed)
+                         sep_id=sep_id, cls_id=cls_id, reuse_len=reuse_len,
+                         random_b_prob=random_b_prob, **kwargs)
+  return seeding.map_with_seed(
+      dataset, lambda ex, seed: fn(ex[input_key], seed, other=ex.get(_OTHER)), seed)

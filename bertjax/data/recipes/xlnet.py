@@ -1,6 +1,6 @@
 """XLNet's permutation LM recipe (span-based partial prediction) over per-row document
 streams: row r of batch t+1 continues row r of batch t, for the memory carried between
-train steps.
+train steps; half the segment pairs have a B from elsewhere, as XLNet's data has.
 
   ds = recipes.get_dataset('xlnet_plm', sequence_length={'input_ids': 512, 'target_ids': 85})
 """
@@ -21,15 +21,17 @@ _XLNET_FEATURES = batch.task_features(batch.TOKENS + batch.PERMUTATION
 @gin.configurable
 def xlnet_preprocessors(vocab, batch_size: int, reuse_len: Optional[int] = None,
                         mask_alpha: int = 6, mask_beta: int = 1, max_span_length: int = 5,
-                        order: str = "token", sentence_split: str = "newline"):
+                        order: str = "token", sentence_split: str = "newline",
+                        random_b_prob: float = 0.5):
   """Tokenize, then XLNet's permutation-LM features over `batch_size` row streams
   that advance `reuse_len` tokens per step (None: half the sequence, XLNet's 256 of
-  512); num_predict from the lengths."""
+  512); num_predict from the lengths. Segment B is text from elsewhere with probability
+  `random_b_prob` (XLNet's data_utils: 0.5), else the text after A (0: always)."""
   return seq2seq.sentence_tokens(vocab, sentence_split) + [functools.partial(
       permutation.xlnet_plm, sep_id=roles.role(vocab, "sep"), cls_id=roles.role(vocab, "cls"),
       pad_id=roles.role(vocab, "pad"), batch_size=batch_size, reuse_len=reuse_len,
       mask_alpha=mask_alpha, mask_beta=mask_beta, max_span_length=max_span_length,
-      order=order)]
+      order=order, random_b_prob=random_b_prob)]
 
 
 @gin.configurable

@@ -17,8 +17,10 @@ _RENAMED = {
     "scale_embedding": "scale_embedding", "pad_token_id": "pad_token_id",
     "bos_token_id": "bos_token_id", "eos_token_id": "eos_token_id",
     "decoder_start_token_id": "decoder_start_token_id",
-    "forced_eos_token_id": "forced_eos_token_id",
+    "forced_bos_token_id": "forced_bos_token_id", "forced_eos_token_id": "forced_eos_token_id",
 }
+# Keys whose explicit null means "none" (not "the default"), as in transformers' generate.
+_NULLABLE = ("forced_bos_token_id", "forced_eos_token_id")
 _ATTENTION = {"q_proj": "query", "k_proj": "key", "v_proj": "value"}
 
 
@@ -71,9 +73,16 @@ class BartFamily(Seq2SeqFamily):
     if hf.get("normalize_before") or hf.get("add_final_layer_norm"):
       raise ValueError("Pre-norm (mBART-style) BART configs are not supported; the reference "
                        "BART is post-norm.")
-    values = {_RENAMED[k]: v for k, v in hf.items() if k in _RENAMED and v is not None}
+    values = {_RENAMED[k]: v for k, v in hf.items()
+              if k in _RENAMED and (v is not None or k in _NULLABLE)}
     if isinstance(values.get("eos_token_id"), list):
       values["eos_token_id"] = values["eos_token_id"][0]
+    forced = values.get("forced_eos_token_id")
+    if isinstance(forced, list):
+      if len(forced) != 1:
+        raise ValueError(f"config.json: forced_eos_token_id={forced}; bertjax forces one token "
+                         "at the length limit. Give a single id (or null to force none).")
+      values["forced_eos_token_id"] = forced[0]
     return bart.BartConfig(**values)
 
   def config_to_hf(self, config: bart.BartConfig, architecture: str) -> dict:

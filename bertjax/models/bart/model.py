@@ -9,6 +9,7 @@ is shared by encoder, decoder and (tied) output projection, which adds a fixed
 """
 import dataclasses
 import math
+from typing import Optional
 
 import flax.linen as nn
 import jax
@@ -42,7 +43,10 @@ class BartConfig:
   bos_token_id: int = 0
   eos_token_id: int = 2
   decoder_start_token_id: int = 2
-  forced_eos_token_id: int = 2
+  # Generation: the token forced first / at the length limit; None forces nothing. As in
+  # transformers, a config.json without the key forces EOS (2) and an explicit null does not.
+  forced_bos_token_id: Optional[int] = None
+  forced_eos_token_id: Optional[int] = 2
   dtype: str = "float32"
   remat: bool = False
 

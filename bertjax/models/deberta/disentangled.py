@@ -104,7 +104,8 @@ class DisentangledLayer(nn.Module):
   """Post-LN block: LN(q + attn) then LN(x + mlp). The residual is the query stream,
   which differs from the key/value stream only in the enhanced mask decoder.
 
-  Scan body: `(x, mask, rel_embeddings, rel_index) -> (x, x or None)`.
+  Scan body: `(x, mask, rel_embeddings, rel_index) -> (x, x or None)`; with `carry_input`
+  the carry is `(x, the previous layer's input)` (the stack's last input, for the EMD).
   """
   num_heads: int
   head_dim: int
@@ -121,9 +122,12 @@ class DisentangledLayer(nn.Module):
   dtype: Dtype = jnp.float32
   deterministic: bool = True
   emit_hidden_state: bool = False
+  carry_input: bool = False
 
   @nn.compact
   def __call__(self, x, mask=None, rel_embeddings=None, rel_index=None, query_states=None):
+    if self.carry_input:
+      x, _ = x
     query_states = x if query_states is None else query_states
     h = DisentangledSelfAttention(
         self.num_heads, self.head_dim, self.version, tuple(self.pos_att_type),
@@ -137,7 +141,7 @@ class DisentangledLayer(nn.Module):
     out = norms.LayerNorm(self.layer_norm_eps, self.dtype, name="mlp_norm")(
         h + mlp(h, deterministic=self.deterministic))
     out = nn.with_logical_constraint(out, ("batch", "length", "embed"))
-    return out, (out if self.emit_hidden_state else None)
+    return (out, x) if self.carry_input else out, (out if self.emit_hidden_state else None)
 
 
 class DisentangledStack(nn.Module):
@@ -152,13 +156,34 @@ class DisentangledStack(nn.Module):
 
   @nn.compact
   def __call__(self, x, mask=None, rel_embeddings=None, rel_index=None, *,
-               deterministic: bool = True, output_hidden_states: bool = False):
-    """Returns (final hidden state, [num_layers, B, L, H] per-layer states or None)."""
+               deterministic: bool = True, output_hidden_states: bool = False,
+               keep_last_input: bool = False):
+    """Returns (final hidden state, [num_layers, B, L, H] per-layer states or None), and
+    with `keep_last_input` also the last layer's input (the penultimate hidden state)."""
     layer_cls = nn.remat(DisentangledLayer, prevent_cse=False) if self.remat else DisentangledLayer
     stacked = nn.scan(
         layer_cls, variable_axes={"params": 0}, split_rngs={"params": True, "dropout": True},
         in_axes=(nn.broadcast, nn.broadcast, nn.broadcast), length=self.num_layers,
         metadata_params={nn.PARTITION_NAME: "layers"})
-    return stacked(**dict(self.layer), deterministic=deterministic,
-                   emit_hidden_state=output_hidden_states, name="layers")(
-                       x, mask, rel_embeddings, rel_index)
+    carry, per_layer = stacked(**dict(self.layer), deterministic=deterministic,
+                               emit_hidden_state=output_hidden_states,
+                               carry_input=keep_last_input, name="layers")(
+                                   (x, x) if keep_last_input else x, mask, rel_embeddings,
+                                   rel_index)
+    if keep_last_input:
+      out, last_input = carry
+      return out, per_layer, last_input
+    return carry, per_layer
+
+  def last_layer(self, x, mask=None, rel_embeddings=None, rel_index=None, query_states=None, *,
+                 deterministic: bool = True) -> jax.Array:
+    """The stack's last layer, with its own (shared, not copied) parameters: the enhanced
+    mask decoder's layer. Call after the stack has run (its parameters exist then)."""
+    stacked = nn.unbox(self.variables["params"]["layers"])
+    params = jax.tree_util.tree_map(lambda p: p[-1], stacked)
+    # A detached module run on the sliced parameters: their gradient flows to the stack's.
+    layer = DisentangledLayer(**dict(self.layer), deterministic=deterministic, parent=None)
+    rngs = None if deterministic else {"dropout": self.make_rng("dropout")}
+    out, _ = layer.apply({"params": params}, x, mask, rel_embeddings, rel_index, query_states,
+                         rngs=rngs)
+    return out

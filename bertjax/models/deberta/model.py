@@ -9,10 +9,14 @@
 
 Absolute positions: DeBERTa does not add them to the input (`position_biased_input=False`
 in the released models); the enhanced mask decoder (EMD, `enhanced_mask_decoder=True`)
-injects them right before the MLM head instead: `emd_steps` applications of one extra
-disentangled layer whose queries start as H + P (encoder output + absolute position
-embeddings) and whose keys / values are H. HF's DebertaForMaskedLM has no EMD; with it
-off our head equals HF's (legacy `cls.predictions` or `lm_predictions` layout).
+injects them right before the MLM head instead. As in microsoft/DeBERTa's
+masked_language_model.py, the EMD is the encoder's LAST layer (its own parameters: no extra
+layer) applied `emd_steps` (2) times with keys / values the penultimate hidden state H' (the
+last layer's input) and queries starting at H' + P (absolute position embeddings), each
+pass's output the next pass's queries. `emd_separate_layer=True` keeps bertjax's earlier
+variant: an extra, separately parameterised layer (params `emd/layer`) over the encoder
+output H with queries H + P. HF's DebertaForMaskedLM has no EMD; with it off our head
+equals HF's (legacy `cls.predictions` or `lm_predictions` layout).
 """
 import dataclasses
 from typing import Optional
@@ -49,6 +53,8 @@ class DebertaConfig(EncoderConfig):
   legacy_mlm_head: bool = True           # HF `legacy`: cls.predictions (H -> E) head layout
   enhanced_mask_decoder: bool = False
   emd_steps: int = 2
+  # False: the EMD reuses the last encoder layer (the released code); True: an extra layer.
+  emd_separate_layer: bool = False
 
   def __post_init__(self):
     super().__post_init__()
@@ -234,10 +240,12 @@ class DebertaEncoder(nn.Module):
       table = self.rel_norm(table)  # per row, so normalising only the kept rows is exact
     return table, jnp.asarray(index - first)
 
-  def __call__(self, x, mask, *, deterministic: bool = True, output_hidden_states: bool = False):
+  def __call__(self, x, mask, *, deterministic: bool = True, output_hidden_states: bool = False,
+               keep_last_input: bool = False):
+    """(output, per-layer states or None[, the last layer's input]): see DisentangledStack."""
     table, index = self.relative_table(x.shape[1])
     return self.stack(x, mask, table, index, deterministic=deterministic,
-                      output_hidden_states=output_hidden_states)
+                      output_hidden_states=output_hidden_states, keep_last_input=keep_last_input)
 
 
 class DebertaModel(nn.Module):
@@ -250,21 +258,24 @@ class DebertaModel(nn.Module):
 
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
                segment_ids=None, *, deterministic: bool = True,
-               output_hidden_states: bool = False) -> dict:
+               output_hidden_states: bool = False, keep_last_input: bool = False) -> dict:
+    """keep_last_input: also return the last layer's input as `last_layer_input` (the EMD's)."""
     x = self.embeddings(input_ids, attention_mask, token_type_ids, position_ids,
                         deterministic=deterministic)
-    out, per_layer = self.encoder(x, attention_mask_2d(attention_mask, segment_ids),
-                                  deterministic=deterministic,
-                                  output_hidden_states=output_hidden_states)
+    out, per_layer, *last_input = self.encoder(
+        x, attention_mask_2d(attention_mask, segment_ids), deterministic=deterministic,
+        output_hidden_states=output_hidden_states, keep_last_input=keep_last_input)
     result = {"last_hidden_state": out, "pooler_output": None}
+    if keep_last_input:
+      result["last_layer_input"] = last_input[0]
     if output_hidden_states:
       result["hidden_states"] = jnp.concatenate([x[None], per_layer], axis=0)
     return result
 
 
 class EnhancedMaskDecoder(nn.Module):
-  """EMD: queries H + P (absolute positions) refined by `emd_steps` passes of one
-  disentangled layer attending over the encoder output H."""
+  """The `emd_separate_layer=True` EMD: queries H + P refined by `emd_steps` passes of one
+  extra disentangled layer attending over the encoder output H."""
   config: DebertaConfig
 
   @nn.compact
@@ -284,20 +295,30 @@ class DebertaForMaskedLM(nn.Module):
   def setup(self):
     self.deberta = DebertaModel(self.config)
     self.mlm_head = bert.MlmHead(self.config)
-    if self.config.enhanced_mask_decoder:
+    if self.config.enhanced_mask_decoder and self.config.emd_separate_layer:
       self.emd = EnhancedMaskDecoder(self.config)
 
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
                segment_ids=None, *, deterministic: bool = True,
                output_hidden_states: bool = False) -> dict:
+    cfg = self.config
+    shared_emd = cfg.enhanced_mask_decoder and not cfg.emd_separate_layer
     out = self.deberta(input_ids, attention_mask, token_type_ids, position_ids, segment_ids,
-                       deterministic=deterministic, output_hidden_states=output_hidden_states)
+                       deterministic=deterministic, output_hidden_states=output_hidden_states,
+                       keep_last_input=shared_emd)
     hidden = out["last_hidden_state"]
-    if self.config.enhanced_mask_decoder:
+    if cfg.enhanced_mask_decoder:
       positions = self.deberta.embeddings.position_embeddings(
           default_positions(input_ids, position_ids))
       table, index = self.deberta.encoder.relative_table(input_ids.shape[1])
-      hidden = self.emd(hidden, positions, attention_mask_2d(attention_mask, segment_ids),
-                        table, index, deterministic=deterministic)
+      mask = attention_mask_2d(attention_mask, segment_ids)
+      if cfg.emd_separate_layer:
+        hidden = self.emd(hidden, positions, mask, table, index, deterministic=deterministic)
+      else:
+        keys = out.pop("last_layer_input")
+        hidden = keys + positions
+        for _ in range(cfg.emd_steps):
+          hidden = self.deberta.encoder.stack.last_layer(keys, mask, table, index, hidden,
+                                                         deterministic=deterministic)
     out["logits"] = self.mlm_head(hidden, self.deberta.embeddings.word_embeddings)
     return out
