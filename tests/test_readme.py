@@ -2,7 +2,8 @@
 offline), so the documentation cannot drift from the code.
 
 - Shell commands (```bash blocks): placeholders (HF_DIR, CKPT, DIR, sents.txt, ...) are filled
-  with small real inputs, each `python -m ...` runs as its own process with the module's tiny
+  with small real inputs, each `python -m ...` runs in this process as the shell would run it
+  (tests/helpers/cli.py: no interpreter start or JAX import per command) with the module's tiny
   overrides appended (TINY_FLAGS), and what it wrote is checked. A command no test here can run
   must be in NOT_RUN with its reason and a cheaper check; a new README command that is in
   neither fails test_every_readme_command_has_a_runner.
@@ -15,8 +16,6 @@ import os
 import pathlib
 import re
 import shlex
-import subprocess
-import sys
 
 import gin
 import jax
@@ -30,7 +29,7 @@ from bertjax import paths
 from bertjax.checkpoints import run as run_checkpoints
 from bertjax.train import metrics
 from tests import test_gin_configs
-from tests.helpers import hf as hf_helpers, sbert as sbert_helpers
+from tests.helpers import cli, hf as hf_helpers, sbert as sbert_helpers
 
 README = paths.REPO_ROOT / "README.md"
 TEXT = README.read_text()
@@ -87,7 +86,7 @@ TINY_FLAGS = {
                              "--eval_batch_size=16"],
     "bertjax.sbert.train": ["--nli_fraction=0.0003", "--max_steps=2", "--stsb_epochs=1",
                             "--sick=false", "--eval_poolings=mean", "--batch_size=8",
-                            "--max_seq_length=32", "--log_every=1"],
+                            "--max_seq_length=32", "--log_every=1", "--max_eval_pairs=16"],
     "bertjax.tools.distilbert_init": [],  # Its sizes are the teacher's (a tiny one here).
     "bertjax.tools.electra_stage_two": [],
 }
@@ -151,15 +150,11 @@ def filled(command: str, places: dict) -> list[str]:
   return argv
 
 
-def run_command(command: str, places: dict, extra=()) -> subprocess.CompletedProcess:
+def run_command(command: str, places: dict, extra=()) -> str:
+  """Runs the README command (placeholders filled, tiny flags added); returns its stdout."""
   argv = filled(command, places)
   assert argv[:2] == ["python", "-m"], command
-  argv = [sys.executable, *argv[1:], *TINY_FLAGS[argv[2]], *extra]
-  env = dict(os.environ, PYTHONPATH=str(paths.REPO_ROOT))
-  result = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=paths.REPO_ROOT,
-                          timeout=600)
-  assert result.returncode == 0, f"{command}\nran as {argv}\n{result.stderr[-3000:]}"
-  return result
+  return cli.run_module([*argv[2:], *TINY_FLAGS[argv[2]], *extra])
 
 
 def _commands_of(module: str) -> list[str]:
@@ -189,45 +184,54 @@ def _hf_outputs(model_dir: str, inputs: dict) -> np.ndarray:
   return hf_helpers.torch_outputs(reference, inputs)["last_hidden_state"]
 
 
+@pytest.fixture(scope="module")
+def converted(places) -> dict:
+  """The README's first `--from_hf` command, run once: the checkpoint (CKPT_DIR, CKPT, DIR)
+  that the fine-tuning and sentence-embedding commands read."""
+  first = _commands_of("bertjax.convert")[0]
+  assert first.split()[3].startswith("--from_hf="), first
+  run_command(first, places)
+  return places
+
+
 @pytest.mark.slow
-def test_convert_commands_round_trip(places):
+def test_convert_commands_round_trip(converted):
   """`--from_hf` then `--to_hf` (the Hugging Face section's block): the export is the model."""
-  commands = _commands_of("bertjax.convert")
+  commands = list(dict.fromkeys(_commands_of("bertjax.convert")))  # Fine-tuning repeats one.
   assert {c.split()[3].split("=")[0] for c in commands} == {"--from_hf", "--to_hf"}, commands
-  for command in dict.fromkeys(commands):  # The fine-tuning block repeats the first one.
-    run_command(command, places)
+  assert all(converted[c] == converted["CKPT_DIR"] for c in ("CKPT", "DIR"))
+  for command in commands[1:]:  # The first one made `converted`.
+    run_command(command, converted)
   inputs = hf_helpers.padded_batch(len(sbert_helpers.VOCAB))
-  diff = np.abs(_hf_outputs(places["EXPORT_DIR"], inputs) - _hf_outputs(places["HF_DIR"], inputs))
+  diff = (np.abs(_hf_outputs(converted["EXPORT_DIR"], inputs)
+                 - _hf_outputs(converted["HF_DIR"], inputs)))
   assert diff.max() <= 1e-5, diff.max()
 
 
 @pytest.mark.slow
-def test_finetune_command_writes_results_and_predictions(places):
+def test_finetune_command_writes_results_and_predictions(converted):
   (command,) = _commands_of("bertjax.finetune.run")
-  if not os.path.isdir(places["CKPT"]):  # Made by the convert command before it.
-    run_command(_commands_of("bertjax.convert")[0], places)
-  run_command(command, places)
-  out = pathlib.Path(places["OUT"])
+  run_command(command, converted)
+  out = pathlib.Path(converted["OUT"])
   results = json.loads((out / "results.json").read_text())
   assert results and (out / "predictions").is_dir(), results
   assert any((out / "predictions").rglob("MRPC*.tsv")), list((out / "predictions").rglob("*"))
 
 
 @pytest.mark.slow
-def test_sentence_embedding_commands(places):
+def test_sentence_embedding_commands(converted):
   """encode, search and sbert.train, in the README's order, on the converted tiny BERT."""
-  if not os.path.isdir(places["DIR"]):
-    run_command(_commands_of("bertjax.convert")[0], places)
   encode, search, train = (_commands_of(m)[0] for m in
                            ("bertjax.encode", "bertjax.search", "bertjax.sbert.train"))
-  run_command(encode, places)
-  lines = pathlib.Path(places["sents.txt"]).read_text().splitlines()
-  assert np.load(places["emb.npy"]).shape[0] == len(lines)
-  found = run_command(search, places).stdout
+  run_command(encode, converted)
+  lines = pathlib.Path(converted["sents.txt"]).read_text().splitlines()
+  assert np.load(converted["emb.npy"]).shape[0] == len(lines)
+  found = run_command(search, converted)
   assert "a man is playing the guitar" in found, found
-  run_command(train, places)
+  run_command(train, converted)
   for stage in ("nli", "stsb"):
-    assert metrics.read_metrics(os.path.join(places["METRICS_DIR"], stage)), stage
+    rows = metrics.read_metrics(os.path.join(converted["METRICS_DIR"], stage))
+    assert rows and all(np.isfinite(row["loss"]) for row in rows if "loss" in row), stage
 
 
 # ----------------------------------------------------------------- Python snippets, run
