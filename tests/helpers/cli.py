@@ -10,6 +10,7 @@ import contextlib
 import io
 import runpy
 import sys
+import warnings
 
 from absl import app, flags
 import gin
@@ -97,7 +98,11 @@ def run_module(argv: list[str]) -> str:
       if module in ENTRY_POINTS:
         ENTRY_POINTS[module]()
       else:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        with warnings.catch_warnings():
+          # runpy warns when the module is also imported (e.g. by a test): it runs as
+          # __main__ in a fresh namespace, which leaves that import untouched.
+          warnings.filterwarnings("ignore", r".*found in sys\.modules", RuntimeWarning)
+          runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as done:
       if done.code not in (None, 0):
         raise AssertionError(f"`python -m {' '.join(argv)}` exited with {done.code!r}; it "
