@@ -10,7 +10,8 @@ Stages run in order, each continuing from the previous one's encoder:
   stsb  CosineSimilarityLoss on STS-B train (gold / 5), 4 epochs
   mnrl  MultipleNegativesRankingLoss on SNLI (premise, entailment, contradiction) triplets
 Before training, and after every stage, STS-B test (and SICK-R test) are scored as
-Spearman x 100 of cosine similarity; `--eval_poolings` adds untrained [CLS] / max rows.
+Spearman x 100 of cosine similarity; `--eval_poolings` adds untrained [CLS] / max rows
+(`--max_eval_pairs=N` scores only the first N pairs of each set, for quick runs).
 Hyper-parameters follow the SBERT paper: AdamW lr 2e-5, 10% linear warmup, batch 16,
 mean pooling. Training runs the shared train step and loop (`bertjax.train.step`,
 `bertjax.train.loop`): gradient accumulation (--num_microbatches; in-batch negatives
@@ -125,13 +126,23 @@ def train_stage(name: str, objective, examples: sbert_data.Examples, epochs: int
   return state.params["encoder"]
 
 
+def first_pairs(pairs: sts.StsPairs, max_pairs: int) -> sts.StsPairs:
+  """The first `max_pairs` pairs (0: all), for quick checks of the pipeline."""
+  if not max_pairs or max_pairs >= len(pairs):
+    return pairs
+  return sts.StsPairs(f"{pairs.name} (first {max_pairs})", pairs.sentences1[:max_pairs],
+                      pairs.sentences2[:max_pairs], pairs.scores[:max_pairs])
+
+
 def score(row: str, module, encoder_params, tokenizer, pooling: str, sick: bool, log,
-          results: list) -> None:
+          results: list, max_pairs: int = 0) -> None:
   encoder = encode.Encoder(module, encoder_params, tokenizer, pooling=pooling)
   start = time.time()
-  scores = {"STSb": sts.evaluate_pairs(encoder.encode, sts.read_stsbenchmark("test"))}
+  sets = {"STSb": sts.read_stsbenchmark("test")}
   if sick:
-    scores["SICK-R"] = sts.evaluate_pairs(encoder.encode, sts.read_sick("test"))
+    sets["SICK-R"] = sts.read_sick("test")
+  scores = {name: sts.evaluate_pairs(encoder.encode, first_pairs(pairs, max_pairs))
+            for name, pairs in sets.items()}
   log(f"{row}: " + ", ".join(f"{k} {v:.2f}" for k, v in scores.items()) +
       f" ({time.time() - start:.0f}s)")
   results.append({"row": row, **{k: round(v, 2) for k, v in scores.items()}})
@@ -151,9 +162,11 @@ def main(argv) -> None:
   log(f"base encoder: {base.description}")
   tokenizer = sbert_io.load_tokenizer(base.tokenizer_dir)
   results = []
+  if FLAGS.max_eval_pairs < 0:
+    raise ValueError(f"--max_eval_pairs={FLAGS.max_eval_pairs}: use 0 (all pairs) or more.")
   for pooling in FLAGS.eval_poolings:
     score(f"untrained, {pooling} pooling", base.module, base.params, tokenizer, pooling,
-          FLAGS.sick, log, results)
+          FLAGS.sick, log, results, FLAGS.max_eval_pairs)
   params, done = base.params, []
   for name in FLAGS.stages:
     objective, epochs, num_labels = STAGES[name]
@@ -163,7 +176,7 @@ def main(argv) -> None:
                          os.path.join(FLAGS.metrics_dir, name) if FLAGS.metrics_dir else None)
     done.append(name)
     score(f"SBERT-{'+'.join(done)}, {FLAGS.pooling} pooling", base.module, params, tokenizer,
-          FLAGS.pooling, FLAGS.sick, log, results)
+          FLAGS.pooling, FLAGS.sick, log, results, FLAGS.max_eval_pairs)
   if FLAGS.out and FLAGS.stages:
     trained = dataclasses.replace(base, params=params)
     sbert_io.save_sentence_model(FLAGS.out, trained, sbert_io.SentenceConfig(FLAGS.pooling),
@@ -194,6 +207,8 @@ def _define_flags() -> None:
   flags.DEFINE_integer("max_steps", 0, "Stop each stage after this many steps (0: its "
                        "epochs); the learning-rate schedule spans the steps actually run.")
   flags.DEFINE_bool("sick", True, "Also score SICK-R test (9k sentences; slow on a busy CPU).")
+  flags.DEFINE_integer("max_eval_pairs", 0, "Score only the first N pairs of each test set "
+                       "(0: all; for quick runs, not for reported numbers).")
   flags.DEFINE_string("out", None, "Where to save the trained sentence model (encode-ready).")
   flags.DEFINE_string("results", None, "Append one JSON line per score here.")
   flags.DEFINE_integer("seed", 0, "Shuffling / dropout seed.")

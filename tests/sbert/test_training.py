@@ -13,6 +13,7 @@ import pytest
 
 from bertjax.train import loop as train_loop, optimizers, step as train_step
 from bertjax import paths
+from bertjax.evaluation import sts
 from bertjax.sbert import data as sbert_data, io as sbert_io
 from bertjax.models import bert
 from bertjax.sbert import model as sbert
@@ -163,3 +164,11 @@ def test_cli_trains_scores_and_saves_an_encode_ready_model(tmp_path):
   assert [r["step"] for r in rows] == [1, 2, 3]
   assert sbert_io.read_sentence_config(out).pooling == "mean"
   assert (out / "params").is_dir()
+
+
+def test_max_eval_pairs_scores_the_first_pairs():
+  pairs = sts.StsPairs("sts", ["a", "b", "c"], ["d", "e", "f"], np.array([1.0, 2.0, 3.0]))
+  assert sbert_train.first_pairs(pairs, 0) is pairs and sbert_train.first_pairs(pairs, 5) is pairs
+  first = sbert_train.first_pairs(pairs, 2)
+  assert (first.sentences1, first.sentences2, list(first.scores)) == (["a", "b"], ["d", "e"],
+                                                                      [1.0, 2.0])
