@@ -7,7 +7,7 @@ import pytest
 import seqio
 import tensorflow as tf
 
-from bertjax.data import recipes, lm_word_vocabulary as wv
+from bertjax.data import lm_word_vocabulary as wv, recipes, sources
 from bertjax.data.preprocessors import stats
 from bertjax.data.recipes import bilm
 from bertjax.models.elmo import characters
@@ -86,3 +86,14 @@ def test_rows_hold_sentences_end_to_end_with_both_targets():
 def test_the_recipe_needs_a_word_vocabulary():
   with pytest.raises(ValueError, match="give it a word vocabulary.*@lm_word_vocabulary"):
     recipes.get_dataset("bilm", sequence_length=8, batch_size=1, source=_source())
+
+
+def test_local_text_files_feed_the_recipe(tmp_path):
+  (tmp_path / "train.txt").write_text("The cat sat .\nIt sat .\n\nDogs bark .\n")
+  source = sources.text_files(str(tmp_path / "train.txt"))
+  assert [ex["text"] for ex in source.get_dataset("train", shuffle=False).as_numpy_iterator()] \
+      == [b"The cat sat .\nIt sat .", b"Dogs bark ."]
+  vocab = wv.lm_word_vocabulary(size=10, source=source)
+  assert vocab.words[4:6] == [".", "sat"]
+  with pytest.raises(FileNotFoundError, match="gin text_files.validation: No files match"):
+    sources.text_files(str(tmp_path / "train.txt"), str(tmp_path / "valid*.txt"))
