@@ -68,6 +68,12 @@ FEATURES = {
                                        "(read by the word-level evaluation, not the model)"),
     "features": Feature("float16", 3, "feature-based NER, [W, K, H]: a frozen encoder's K "
                                       "layers at each word (finetune.feature_based)"),
+    # ELMo's bidirectional LM. Written by the `bilm` recipe (data.recipes.bilm), read by
+    # objectives.bilm (targets) and models.elmo (char_ids); input_ids hold the word ids.
+    "char_ids": Feature("int32", 2, "[L, C] each word's character ids "
+                                    "(models.elmo.characters; 0 = padding word)"),
+    "forward_targets": Feature("int32", 1, "the next word's id, 0 = none"),
+    "backward_targets": Feature("int32", 1, "the previous word's id, 0 = none"),
     # SBERT (bertjax.sbert.data writes, bertjax.sbert.losses reads), one per example.
     "label": Feature("int32", 0, "NLI class: 0 entailment, 1 neutral, 2 contradiction"),
     "score": Feature("float32", 0, "gold similarity (sbert.data scales it to [0, 1])"),
@@ -98,6 +104,9 @@ PERMUTATION = ("perm_mask", "target_mapping")
 PERMUTATION_INPUTS = ("input_ids", "attention_mask", "token_type_ids") + PERMUTATION
 PERMUTATION_TARGETS = ("target_ids", "target_weights")
 SPAN_TARGETS = ("start_positions", "end_positions")
+# ELMo: the model reads characters (and the mask); the two LMs' targets.
+BILM_INPUTS = ("char_ids", "attention_mask")
+BILM_TARGETS = ("forward_targets", "backward_targets")
 
 
 def check(names: Iterable[str], reader: str) -> None:

@@ -17,6 +17,7 @@ import os
 from typing import Iterator, Mapping, Optional, Sequence, Union
 
 from absl import logging
+import gin
 import numpy as np
 import seqio
 import tensorflow as tf
@@ -247,3 +248,18 @@ def tfds_source(name: str, data_dir: Optional[str] = None, **kwargs) -> seqio.Da
   if not kwargs and data_dir and not os.path.isdir(name):
     return seqio.TfdsDataSource(tfds_name=name, tfds_data_dir=data_dir)
   return TfdsTextSource(name, data_dir, **kwargs)
+
+
+@gin.configurable
+def text_files(train: FilePatterns = gin.REQUIRED, validation: Optional[FilePatterns] = None,
+               file_format: str = "text", doc_boundary: str = "blank_line") -> TextFileSource:
+  """A TextFileSource from gin: `default_source.source = @text_files()` with
+  `text_files.train = '/path/train.txt'` (and `validation`) pretrains on local files."""
+  splits = {"train": train} if validation is None else {"train": train,
+                                                         "validation": validation}
+  for split, pattern in splits.items():
+    try:
+      _expand(pattern)
+    except FileNotFoundError as e:
+      raise FileNotFoundError(f"gin text_files.{split}: {e}") from None
+  return TextFileSource(splits, file_format=file_format, doc_boundary=doc_boundary)

@@ -11,15 +11,15 @@ in the paper) is then trained on one of the paper's feature choices:
   concat_last4  the last four layers concatenated
   sum_all       a learned weighted sum of all layers (embeddings included)
 
-Weighted sums use softmax-normalised scalar weights and a global scale (ELMo's
-scalar mix), so "sum" starts as the plain average.
+Weighted sums are ELMo's scalar mix (models.common.scalar_mix: softmax-normalised
+scalar weights and a global scale), so "sum" starts as the plain average.
 """
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from bertjax.finetune import loop
+from bertjax.models.common.scalar_mix import ScalarMix
 from bertjax.objectives import downstream as objectives
 
 MODES = ("embeddings", "second_last", "last", "sum_last4", "concat_last4", "sum_all")
@@ -62,16 +62,6 @@ def extract(encoder: nn.Module, encoder_params, arrays: dict[str, np.ndarray],
                         lambda b: dict(b), batch_size, untrim=False)["states"]
   states[arrays["first_piece"] < 0] = 0.0
   return states.astype(np.float16)
-
-
-class ScalarMix(nn.Module):
-  """gamma * sum_k softmax(w)_k * x[..., k, :]."""
-
-  @nn.compact
-  def __call__(self, x: jax.Array) -> jax.Array:
-    weights = self.param("weights", nn.initializers.zeros, (x.shape[-2],))
-    gamma = self.param("gamma", nn.initializers.ones, ())
-    return gamma * jnp.einsum("...kh,k->...h", x, jax.nn.softmax(weights))
 
 
 class FeatureTagger(nn.Module):
