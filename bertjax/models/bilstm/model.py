@@ -3,9 +3,9 @@ BERT into Simple Neural Networks": config, sizes and modules.
 
 Single sentence: word embeddings -> one bidirectional LSTM layer -> the sentence vector
 (by default the BiLSTM's outputs max-pooled over the words; `pooling='final'` takes the
-forward and backward final states instead) -> a ReLU layer -> logits. Sentence pairs (the siamese form): both sentences
-go through the same encoder, and the classifier reads
-[h1; h2; h1 * h2; |h1 - h2|]. The paper's sizes: 300-d embeddings, 150 hidden units per
+forward and backward final states instead) -> a ReLU layer -> logits. Sentence pairs
+(the siamese form): both sentences go through the same encoder, and the classifier
+reads [h1; h2; h1 * h2; |h1 - h2|]. The paper's sizes: 300-d embeddings, 150 hidden units per
 direction, a 200-unit ReLU layer (`tang_et_al`).
 
 Inputs follow bertjax.batch: word ids `input_ids` [B, L] (a pair: [B, 2, L], the two
