@@ -20,8 +20,9 @@ copies have no labels). The word vocabulary is built from the transfer set.
 
 Training runs fine-tuning's machinery (bertjax.finetune.loop.Finetuner: the shared train
 step and loop, AdamW, metric rows) with dev evaluation after every epoch and the best
-epoch kept (bertjax.finetune.selection). OUT gets the student (params/, metadata.json,
-words.txt: bertjax.distill.student_checkpoint), metrics.jsonl and results.json.
+epoch kept (bertjax.finetune.selection). OUT gets the transfer set with the teacher's logits
+(transfer.jsonl), the student (params/, metadata.json, words.txt:
+bertjax.distill.student_checkpoint), metrics.jsonl and results.json.
 """
 import contextlib
 import dataclasses
@@ -47,6 +48,7 @@ from bertjax.objectives.distill import LogitRegression
 from bertjax.train import loop as train_loop
 
 TARGETS = ("labels", "teacher")
+TRANSFER_FILE = "transfer.jsonl"
 
 # A private flag set, as bertjax.finetune.run's: other CLIs define some of these names.
 FLAGS = flags.FlagValues()
@@ -167,6 +169,9 @@ def run() -> dict:
     log(f"teacher scored {len(examples) if FLAGS.targets == 'teacher' else 0} transfer and "
         f"{len(dev)} dev examples in {times['teacher_s']:.0f}s; teacher dev: "
         f"{report['teacher'][dev_split]}")
+  if FLAGS.out:  # the transfer set as the student sees it, teacher logits included
+    os.makedirs(FLAGS.out, exist_ok=True)
+    transfer.save_jsonl(examples, os.path.join(FLAGS.out, TRANSFER_FILE))
 
   vocab = WordVocabulary.build((side for ex in examples.words for side in ex), FLAGS.min_count)
   config = BiLSTMConfig(len(vocab), task.num_labels, FLAGS.embedding_size, FLAGS.hidden_size,

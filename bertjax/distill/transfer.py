@@ -7,6 +7,7 @@ Augmented examples have no gold label: once the teacher has scored them, their
 LogitRegression.label_weight > 0).
 """
 import dataclasses
+import json
 from typing import Sequence
 
 import numpy as np
@@ -68,6 +69,18 @@ def with_teacher(transfer: TransferSet, logits: np.ndarray) -> TransferSet:
     raise ValueError(f"{logits.shape[0]} teacher logits for {len(transfer)} examples.")
   labels = np.where(transfer.augmented, logits.argmax(-1), transfer.labels).astype(np.int32)
   return dataclasses.replace(transfer, labels=labels, teacher_logits=logits)
+
+
+def save_jsonl(transfer: TransferSet, path: str) -> None:
+  """One JSON row per example, in order: `texts` (the teacher's input), `augmented`,
+  `label` (NO_LABEL for an unscored augmented row) and, once scored, `teacher_logits`."""
+  with open(path, "w", encoding="utf-8") as f:
+    for i, texts in enumerate(transfer.texts):
+      row = {"texts": list(texts), "augmented": bool(transfer.augmented[i]),
+             "label": int(transfer.labels[i])}
+      if transfer.teacher_logits is not None:
+        row["teacher_logits"] = [float(x) for x in transfer.teacher_logits[i]]
+      f.write(json.dumps(row) + "\n")
 
 
 def student_arrays(vocab: word_vocabulary.WordVocabulary, words: Sequence[tuple[Words, ...]],

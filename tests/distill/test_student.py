@@ -102,6 +102,13 @@ def test_readme_commands_train_teacher_students_and_compare_speed(readme_run):
   rows = [json.loads(line) for line in open(os.path.join(places["STUDENT"], "metrics.jsonl"))]
   assert {"logit_mse", "teacher_agreement"} <= set(rows[0]) and "label_loss" not in rows[0]
   assert json.load(open(os.path.join(places["STUDENT"], "results.json")))["augment"] is True
+  # The transfer set on disk: originals with gold labels, copies with the teacher's argmax.
+  rows = [json.loads(line) for line in open(os.path.join(places["STUDENT"], "transfer.jsonl"))]
+  assert len(rows) == distilled["transfer_set"]["total"]
+  assert sum(r["augmented"] for r in rows) == distilled["transfer_set"]["augmented"]
+  assert rows[0]["texts"] == [POSITIVE[0]] and not rows[0]["augmented"]
+  assert all(r["label"] == int(np.argmax(r["teacher_logits"])) for r in rows if r["augmented"])
+  assert all(len(r["teacher_logits"]) == 2 for r in rows)
   # The saved student predicts what was evaluated.
   saved = student_checkpoint.load_student(places["STUDENT"])
   assert saved.config.hidden_size == 4 and saved.metadata["max_length"] == 16
@@ -122,6 +129,11 @@ def test_teacher_scores_equal_the_fine_tuned_classifier_on_its_own_features(read
   assert arrays["input_ids"][2, 2] == teacher.tokenizer._special("[MASK]")
   direct = teacher.module.apply({"params": teacher.params}, **arrays)["logits"]
   np.testing.assert_allclose(teacher.logits(texts), direct, atol=1e-5)
+  # transfer.jsonl holds these logits for its own texts (an augmented copy among them).
+  rows = [json.loads(line) for line in open(os.path.join(places["STUDENT"], "transfer.jsonl"))]
+  rows = rows[:2] + [next(r for r in rows if r["augmented"])]
+  np.testing.assert_allclose(teacher.logits([tuple(r["texts"]) for r in rows]),
+                             [r["teacher_logits"] for r in rows], atol=1e-5)
 
 
 @pytest.mark.slow
