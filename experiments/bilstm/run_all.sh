@@ -20,6 +20,9 @@ timed student_distill python -m bertjax.distill.student --teacher=$O/teacher --t
 timed student_distill_aug python -m bertjax.distill.student --teacher=$O/teacher \
   --targets=teacher --augment --copies=3 --max_train_examples=2000 --num_epochs=3 \
   --out=$O/student_distill_aug
+timed student_distill_aug8 python -m bertjax.distill.student --teacher=$O/teacher \
+  --targets=teacher --augment --copies=8 --max_train_examples=2000 --num_epochs=2 \
+  --out=$O/student_distill_aug8
 timed speed python -m bertjax.distill.speed --teacher=$O/teacher \
   --student=$O/student_distill_aug --max_examples=512 --batch_size=64 --repeats=3 \
   --out=$O/speed.json
