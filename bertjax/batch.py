@@ -78,6 +78,8 @@ FEATURES = {
     "label": Feature("int32", 0, "NLI class: 0 entailment, 1 neutral, 2 contradiction"),
     "score": Feature("float32", 0, "gold similarity (sbert.data scales it to [0, 1])"),
     "weight": Feature("float32", 0, "1.0 for a real example, 0.0 for one padding a batch"),
+    # Distillation into a small student (bertjax.distill writes, LogitRegression reads).
+    "teacher_logits": Feature("float32", 1, "[C] a fine-tuned teacher's logits for the row"),
 }
 
 # Token ids and segments, as the encoder and XLNet recipes write them per example.

@@ -1,4 +1,5 @@
-"""Knowledge distillation losses (Hinton et al., 2015) and DistilBERT's triple loss.
+"""Knowledge distillation losses (Hinton et al., 2015), DistilBERT's triple loss and
+Tang et al. (2019)'s logit regression.
 
 Soft targets at temperature T: the student matches softmax(teacher / T) with
 softmax(student / T). The gradient of that term w.r.t. the student's logits is
@@ -11,7 +12,8 @@ Both objectives read a StudentTeacher pair's outputs (bertjax.models.common.dist
 the student's `logits` / `last_hidden_state` and the teacher's `teacher_logits` /
 `teacher_last_hidden_state`. Logits may be token-level [B, L, V] (MLM distillation)
 or per-example [B, C] (a classifier distilled on GLUE); weights have the logits'
-leading shape.
+leading shape. `LogitRegression` instead reads the teacher's logits from the batch
+(`teacher_logits`, scored once before training: bertjax.distill).
 """
 import dataclasses
 
@@ -47,6 +49,12 @@ def cosine_loss(student_hidden: Array, teacher_hidden: Array, eps: float = 1e-8)
   cos = jnp.sum(s * t, -1) / jnp.maximum(jnp.linalg.norm(s, axis=-1) * jnp.linalg.norm(t, axis=-1),
                                          eps)
   return 1.0 - cos
+
+
+def squared_error(student_logits: Array, teacher_logits: Array) -> Array:
+  """||z_teacher - z_student||^2 per example (last axis reduced): Tang et al.'s L_distill."""
+  diff = student_logits.astype(jnp.float32) - teacher_logits.astype(jnp.float32)
+  return jnp.sum(diff * diff, axis=-1)
 
 
 def _weighted(values: Array, weights: Array) -> tuple[Array, Array]:
@@ -144,4 +152,47 @@ class DistilBertLoss:
     metrics = {"distill_ce_loss": (ce_sum, ce_count), "mlm_loss": (mlm_sum, mlm_count),
                "mlm_accuracy": (correct, mlm_count), "cos_loss": (cos_sum, cos_count),
                "teacher_agreement": _agreement(student, teacher, ce_weights)}
+    return loss, metrics
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class LogitRegression:
+  """Tang et al. (2019): L = a * CE(labels) + (1 - a) * ||z_teacher - z_student||^2.
+
+  The teacher's logits are a batch feature (`teacher_logits` [B, C]); the squared error
+  is summed over classes and averaged over the rows that count (`weights`, default all).
+  label_weight (the paper's alpha): 0 distils from the teacher alone (the paper's
+  choice), 1 trains on the labels alone (the no-teacher baseline; `teacher_logits` are
+  then not read).
+  """
+  label_weight: float = 0.0
+  rng_names: tuple[str, ...] = ()
+
+  def __post_init__(self):
+    if not 0.0 <= self.label_weight <= 1.0:
+      raise ValueError(f"LogitRegression.label_weight = {self.label_weight}: must be in [0, 1].")
+
+  def model_inputs(self, batch):
+    return contract.select(batch, ("input_ids", "attention_mask"))
+
+  def __call__(self, outputs, batch):
+    student = outputs["logits"]
+    weights = batch.get("weights")
+    weights = jnp.ones(student.shape[:1], jnp.float32) if weights is None else weights
+    loss, metrics = jnp.zeros((), jnp.float32), {}
+    if self.label_weight < 1.0:
+      teacher = contract.require(batch, ("teacher_logits",), "LogitRegression",
+                                 "bertjax.distill.student")["teacher_logits"]
+      mse_sum, count = _weighted(squared_error(student, teacher), weights)
+      metrics["logit_mse"] = (mse_sum, count)
+      metrics["teacher_agreement"] = _agreement(student, teacher, weights)
+      loss = (1.0 - self.label_weight) * base.safe_mean(mse_sum, count)
+    if self.label_weight > 0.0 or "labels" in batch:
+      labels = contract.require(batch, ("labels",), "LogitRegression")["labels"]
+      ce_sum, correct, count = base.weighted_cross_entropy(student, labels, weights)
+      metrics["label_loss"] = (ce_sum, count)
+      metrics["accuracy"] = (correct, count)
+      if self.label_weight > 0.0:
+        loss = loss + self.label_weight * base.safe_mean(ce_sum, count)
     return loss, metrics

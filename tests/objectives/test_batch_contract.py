@@ -31,8 +31,8 @@ def test_features_declare_dtype_rank_and_doc():
 OBJECTIVES = [mlm.MaskedLM(), nsp.bert_pretraining(), sbo.spanbert_pretraining(),
               rtd.ReplacedTokenDetection(), seq2seq.Seq2SeqLM(), causal_lm.CausalLM(),
               plm.PermutationLM(), distill.Distillation(), distill.DistilBertLoss(),
-              downstream.Classification(), downstream.SpanExtraction(),
-              sbert_losses.SoftmaxLoss()]
+              distill.LogitRegression(), downstream.Classification(),
+              downstream.SpanExtraction(), sbert_losses.SoftmaxLoss()]
 
 
 @pytest.mark.parametrize("objective", OBJECTIVES, ids=lambda o: type(o).__name__)
@@ -60,6 +60,8 @@ def test_model_inputs_are_contract_features_the_batch_holds(objective):
     (downstream.TokenClassification(), {"logits": jnp.zeros((1, 4, 3))}, "TokenClassification",
      "['labels', 'label_weights']"),
     (sbert_losses.SoftmaxLoss(), {"logits": jnp.zeros((1, 3))}, "SoftmaxLoss", "['label']"),
+    (distill.LogitRegression(), {"logits": jnp.zeros((1, 2))}, "LogitRegression",
+     "['teacher_logits']"),
     (sbert_losses.CosineSimilarityLoss(), {"embeddings": jnp.ones((1, 2, 4))},
      "CosineSimilarityLoss", "['score']"),
 ])

@@ -134,3 +134,41 @@ def test_distilbert_triple_loss_weights_its_terms():
   np.testing.assert_allclose(parts["cos_loss"],
                              np.asarray(distill.cosine_loss(hs, ht))[real].mean(), rtol=1e-5)
   assert float(masked_only["distill_ce_loss"][1]) == 2.0
+
+
+# ------------------------------------------------ Tang et al. (2019): MSE on logits
+STUDENT = np.array([[1.0, -2.0], [0.5, 0.5], [3.0, 1.0]], np.float32)
+TEACHER = np.array([[2.0, -1.0], [0.0, 2.0], [3.0, 1.0]], np.float32)
+
+
+def test_logit_regression_is_the_mean_squared_logit_distance_by_hand():
+  # Rows: (1 + 1) = 2, (0.25 + 2.25) = 2.5, 0; mean over rows = 1.5.
+  loss, metrics = distill.LogitRegression()({"logits": jnp.asarray(STUDENT)},
+                                            {"teacher_logits": jnp.asarray(TEACHER)})
+  np.testing.assert_allclose(loss, 1.5, rtol=1e-6)
+  np.testing.assert_allclose(metrics["logit_mse"], (4.5, 3.0), rtol=1e-6)
+  np.testing.assert_allclose(metrics["teacher_agreement"], (2.0, 3.0))  # row 2 disagrees
+  grad = jax.grad(lambda s: distill.LogitRegression()({"logits": s}, {
+      "teacher_logits": jnp.asarray(TEACHER)})[0])(jnp.asarray(STUDENT))
+  np.testing.assert_allclose(grad, 2 * (STUDENT - TEACHER) / 3, rtol=1e-6)
+
+
+def test_logit_regression_weights_rows_and_mixes_labels_with_the_papers_alpha():
+  labels = jnp.array([0, 1, 1])
+  batch = {"teacher_logits": jnp.asarray(TEACHER), "labels": labels,
+           "weights": jnp.array([1.0, 1.0, 0.0])}
+  ce = -jax.nn.log_softmax(jnp.asarray(STUDENT))[jnp.arange(3), labels]
+  loss, metrics = distill.LogitRegression(label_weight=0.25)({"logits": jnp.asarray(STUDENT)},
+                                                              batch)
+  mse = (2.0 + 2.5) / 2
+  np.testing.assert_allclose(loss, 0.75 * mse + 0.25 * (ce[0] + ce[1]) / 2, rtol=1e-6)
+  np.testing.assert_allclose(metrics["accuracy"], (1.0, 2.0))
+  # label_weight 1: the labels-only baseline, which reads no teacher logits.
+  loss, metrics = distill.LogitRegression(label_weight=1.0)(
+      {"logits": jnp.asarray(STUDENT)}, {"labels": labels})
+  np.testing.assert_allclose(loss, ce.mean(), rtol=1e-6)
+  assert "logit_mse" not in metrics
+  with pytest.raises(ValueError, match=r"LogitRegression reads batch features \['teacher_logits'\]"):
+    distill.LogitRegression()({"logits": jnp.asarray(STUDENT)}, {"labels": labels})
+  with pytest.raises(ValueError, match="label_weight"):
+    distill.LogitRegression(label_weight=2.0)

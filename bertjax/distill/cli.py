@@ -1,0 +1,32 @@
+"""What `python -m bertjax.distill.student` and `.speed` share: parsing their private
+flag sets (help on request, flags reset afterwards so tests can call `main` again)
+and turning bad input into a one-line exit message."""
+import sys
+from typing import Callable
+
+import jax
+from absl import flags
+
+
+def run_with_flags(flag_values: flags.FlagValues, run: Callable[[], dict], doc: str,
+                   argv: list[str]) -> dict:
+  """Parses `argv` (argv[0] is the program name) into `flag_values`, then `run()`."""
+  if any(arg in ("-h", "--help", "--helpshort") for arg in argv[1:]):
+    print(doc + "\n" + flag_values.get_help())
+    sys.exit(0)
+  flag_values(argv)
+  try:
+    return run()
+  finally:
+    flag_values.unparse_flags()
+
+
+def entry_point(program: str, main: Callable[[list[str]], dict]) -> None:
+  try:
+    main(sys.argv)
+  except (ValueError, FileNotFoundError) as e:
+    sys.exit(f"python -m {program}: {e}")
+
+
+def count_params(params) -> int:
+  return int(sum(x.size for x in jax.tree.leaves(params)))
