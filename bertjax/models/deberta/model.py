@@ -66,6 +66,13 @@ class DebertaConfig(EncoderConfig):
     return self.embedding_size or self.hidden_size
 
   @property
+  def max_positions(self) -> int | None:
+    """Relative positions alone take any length; absolute ones (in the input or the EMD)
+    end with their table."""
+    uses_table = self.position_biased_input or self.enhanced_mask_decoder
+    return self.max_position_embeddings if uses_table else None
+
+  @property
   def max_relative(self) -> int:
     return self.max_relative_positions if self.max_relative_positions >= 1 \
         else self.max_position_embeddings

@@ -25,6 +25,10 @@ class RobertaConfig(bert.BertConfig):
   layer_norm_eps: float = 1e-5
   pad_token_id: int = 1
 
+  @property
+  def max_positions(self) -> int:
+    return self.max_position_embeddings - self.pad_token_id - 1  # rows up to the pad are unused
+
 
 def _size(layers: int, hidden: int, **overrides) -> RobertaConfig:
   return RobertaConfig(hidden_size=hidden, num_layers=layers, num_heads=hidden // 64,
