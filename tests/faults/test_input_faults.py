@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 import transformers
@@ -24,6 +25,7 @@ from bertjax.data import hf_vocabulary, sources
 from bertjax.evaluation import glue, readers
 from bertjax.finetune import loop, pipelines, run as finetune_run
 from bertjax.hf import io as hf_io
+from bertjax.models.bart import BartConfig, BartModel
 from bertjax.models.common.config import max_positions
 from bertjax.models.deberta import DebertaConfig
 from bertjax.models.t5 import T5Config
@@ -94,13 +96,22 @@ def test_offset_tables_and_relative_positions(tmp_path):
       **tiny, max_position_embeddings=20, type_vocab_size=1)).save_pretrained(tmp_path / "r")
   roberta = bertjax.from_hf(tmp_path / "r")
   assert np.isfinite(roberta(input_ids=np.full((1, 18), 5))["last_hidden_state"]).all()
-  with pytest.raises(ValueError, match="rows of 19 tokens, but the model has 18 positions"):
-    roberta(input_ids=np.full((1, 19), 5))
+  for call in (lambda: roberta(input_ids=np.full((1, 19), 5)),
+               lambda: roberta.module.apply({"params": roberta.params}, np.full((1, 19), 5))):
+    with pytest.raises(ValueError, match="rows of 19 tokens, but the model has 18 positions"):
+      call()
   transformers.DebertaV2Model(transformers.DebertaV2Config(
       **tiny, max_position_embeddings=20, relative_attention=True, position_buckets=8,
       position_biased_input=False)).save_pretrained(tmp_path / "d")
   deberta = bertjax.from_hf(tmp_path / "d")(input_ids=np.full((1, 50), 5))
   assert np.isfinite(deberta["last_hidden_state"]).all()
+  bart = BartModel(BartConfig(vocab_size=40, hidden_size=16, encoder_layers=1, decoder_layers=1,
+                              encoder_heads=2, decoder_heads=2, encoder_ffn_size=32,
+                              decoder_ffn_size=32, max_position_embeddings=20))
+  for encoder_length, decoder_length in ((21, 4), (4, 21)):
+    with pytest.raises(ValueError, match="input_ids: rows of 21 tokens, but the model has 20"):
+      bart.init(jax.random.PRNGKey(0), np.ones((1, encoder_length), np.int32),
+                np.ones((1, decoder_length), np.int32))
   assert max_positions(T5Config()) is None and max_positions(XLNetConfig()) is None
   assert max_positions(DebertaConfig(position_biased_input=True)) == 512
 
@@ -109,6 +120,8 @@ def test_generation_past_the_position_table_is_refused(tmp_path):
   transformers.GPT2LMHeadModel(transformers.GPT2Config(
       n_embd=16, n_layer=1, n_head=2, vocab_size=30, n_positions=12)).save_pretrained(tmp_path)
   gpt = bertjax.from_hf(tmp_path)
+  with pytest.raises(ValueError, match="input_ids: rows of 13 tokens, but the model has 12"):
+    gpt.module.apply({"params": gpt.params}, np.ones((1, 13), np.int32))
   with pytest.raises(ValueError, match=r"prompt \+ max_new_tokens\): rows of 14 tokens, but "
                                        r"the model has 12 .*at most 8 new tokens"):
     gpt.generate(np.ones((1, 4), np.int32), max_new_tokens=10)
