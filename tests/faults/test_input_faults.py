@@ -27,7 +27,7 @@ from bertjax.finetune import loop, pipelines, run as finetune_run
 from bertjax.hf import io as hf_io
 from bertjax.models.bart import BartConfig, BartModel
 from bertjax.models.common.config import max_positions
-from bertjax.models.deberta import DebertaConfig
+from bertjax.models.deberta import DebertaConfig, DebertaModel
 from bertjax.models.t5 import T5Config
 from bertjax.models.xlnet import XLNetConfig
 from bertjax.sbert import encode
@@ -112,6 +112,11 @@ def test_offset_tables_and_relative_positions(tmp_path):
     with pytest.raises(ValueError, match="input_ids: rows of 21 tokens, but the model has 20"):
       bart.init(jax.random.PRNGKey(0), np.ones((1, encoder_length), np.int32),
                 np.ones((1, decoder_length), np.int32))
+  absolute = DebertaModel(DebertaConfig(vocab_size=40, hidden_size=16, num_layers=1, num_heads=2,
+                                        intermediate_size=32, max_position_embeddings=20,
+                                        position_biased_input=True, position_buckets=8))
+  with pytest.raises(ValueError, match="input_ids: rows of 21 tokens, but the model has 20"):
+    absolute.init(jax.random.PRNGKey(0), np.ones((1, 21), np.int32))
   assert max_positions(T5Config()) is None and max_positions(XLNetConfig()) is None
   assert max_positions(DebertaConfig(position_biased_input=True)) == 512
 
