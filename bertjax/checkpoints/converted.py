@@ -15,15 +15,11 @@ import shutil
 import jax
 import jax.numpy as jnp
 
-from bertjax.checkpoints.params import METADATA_FILE, load_params, save_params
-from bertjax.hf import registry
+from bertjax.checkpoints.params import METADATA_FILE, PARAMS_ITEM, load_params, save_params
+from bertjax.hf import files, registry
 from bertjax.hf.model import HFModel
 
-# Tokenizer files, and sentence-transformers' pooling/normalisation settings.
-TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                   "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model",
-                   "spm.model", "added_tokens.json", "modules.json", "sentence_bert_config.json",
-                   "config_sentence_transformers.json", "1_Pooling/config.json", "2_Normalize")
+TOKENIZER_FILES = files.TOKENIZER_FILES  # copied alongside the weights
 
 
 def save(model: HFModel, directory: str | os.PathLike, tokenizer_from: str | os.PathLike | None = None,
@@ -42,11 +38,17 @@ def save(model: HFModel, directory: str | os.PathLike, tokenizer_from: str | os.
 
 
 def load(directory: str | os.PathLike) -> HFModel:
-  params, metadata = load_params(str(directory))
-  for key in ("family", "architecture", "hf_config"):
-    if key not in metadata:
-      raise ValueError(f"{directory}/metadata.json has no {key!r}: this checkpoint was not written "
-                       "by `python -m bertjax.convert`; convert it (or export from the run) first.")
+  files.inside(directory, PARAMS_ITEM)
+  metadata_file = files.inside(directory, METADATA_FILE)
+  metadata = files.read_json(metadata_file, "a converted checkpoint's metadata (family, "
+                             "architecture, hf_config), as `python -m bertjax.convert` writes it")
+  for key, kind in (("family", str), ("architecture", str), ("hf_config", dict)):
+    if not isinstance(metadata.get(key), kind):
+      found = "no" if key not in metadata else f"a {type(metadata[key]).__name__} as"
+      raise ValueError(f"{metadata_file} has {found} {key!r} (expected a {kind.__name__}): this "
+                       "checkpoint was not written by `python -m bertjax.convert`; convert it "
+                       "(or export from the run) first.")
+  params, _ = load_params(str(directory))
   family = registry.family_by_name(metadata["family"])
   family.check_architecture(metadata["architecture"],
                             os.path.join(str(directory), METADATA_FILE))
@@ -71,6 +73,10 @@ def _module_options(model: HFModel) -> dict:
 
 
 def copy_tokenizer_files(source: str | os.PathLike, target: str | os.PathLike) -> list[str]:
+  """Copies the tokenizer files of folder `source` to `target`, after checking them all
+  (links leading out of `source`, binary vocabularies, broken JSON): on an error,
+  nothing is copied."""
+  files.check_tokenizer_files(source)
   copied = []
   for name in TOKENIZER_FILES:
     path, destination = pathlib.Path(source) / name, pathlib.Path(target) / name
@@ -79,6 +85,8 @@ def copy_tokenizer_files(source: str | os.PathLike, target: str | os.PathLike) -
       shutil.copyfile(path, destination)
       copied.append(name)
     elif path.is_dir():  # e.g. sentence-transformers' empty 2_Normalize/ marker folder
-      shutil.copytree(path, destination, dirs_exist_ok=True)
+      # Every file under it is checked as it is copied: a link inside may lead out too.
+      copy = lambda src, dst: shutil.copy2(files.inside(source, os.path.relpath(src, source)), dst)
+      shutil.copytree(path, destination, dirs_exist_ok=True, copy_function=copy)
       copied.append(name)
   return copied

@@ -14,13 +14,12 @@
 - a sentence-transformers folder whose modules.json puts the transformer in a subfolder
   (0_Transformer/); newer ones keep it at the top, where it is a Hugging Face folder.
 """
-import json
 import os
 
 from bertjax.checkpoints import converted, run_model
 from bertjax.checkpoints.opened import OpenedModel
 from bertjax.checkpoints.params import METADATA_FILE, PARAMS_ITEM
-from bertjax.hf import io as hf_io
+from bertjax.hf import files, io as hf_io
 from bertjax.hf.model import HFModel, from_hf
 
 SENTENCE_MODULES_FILE = "modules.json"
@@ -77,19 +76,16 @@ def _read(path: str) -> tuple[HFModel, str, str]:
 
 def _sentence_transformer_folder(path: str) -> str | None:
   """The subfolder holding the transformer of a sentence-transformers folder, if any."""
-  modules_file = os.path.join(path, SENTENCE_MODULES_FILE)
+  modules_file = files.inside(path, SENTENCE_MODULES_FILE)
   if not os.path.isfile(modules_file):
     return None
-  with open(modules_file) as f:
-    try:
-      modules = json.load(f)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{modules_file} is not valid JSON: {e}") from None
-  folders = [m.get("path") for m in modules if str(m.get("type", "")).endswith("Transformer")]
+  modules = files.read_json(modules_file, "sentence-transformers' list of modules", list)
+  folders = [m.get("path") for m in modules
+             if isinstance(m, dict) and str(m.get("type", "")).endswith("Transformer")]
   if not folders:
     raise ValueError(f"{modules_file} lists no sentence_transformers.models.Transformer module; "
                      "open_model needs one to find the model's weights.")
-  folder = os.path.join(path, folders[0] or "")
+  folder = os.fspath(files.inside(path, str(folders[0] or "")))
   if not folders[0] or not os.path.isdir(folder):
     raise FileNotFoundError(f"{modules_file} puts the transformer in {folder!r}, which holds "
                             f"neither {FORMATS[0]} nor {FORMATS[1]}.")

@@ -1,5 +1,4 @@
 """`vocab_from_hf`: the bertjax vocabulary matching a local Hugging Face tokenizer folder."""
-import json
 import os
 from typing import Optional
 
@@ -7,15 +6,13 @@ import gin
 import seqio
 
 from bertjax import paths
+from bertjax.hf import files
 from bertjax.data.vocabularies import (ROLES, ByteLevelBPEVocabulary, SentencePieceVocabulary,
                                       WordPieceVocabulary)
 
 
 def _read_json(path: str) -> Optional[dict]:
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
+  return files.read_json(path, "tokenizer settings") if os.path.exists(path) else None
 
 
 def _components(node: Optional[dict], key: str) -> list:
@@ -48,6 +45,7 @@ def vocab_from_hf(path, extra_ids: int = 0) -> seqio.Vocabulary:
   path = os.fspath(path)
   if not os.path.isdir(path):
     raise FileNotFoundError(f"vocab_from_hf: {path!r} is not a directory.")
+  files.check_tokenizer_files(path)  # links out of the folder, binary vocabularies
   file = lambda name: os.path.join(path, name)  # pylint: disable=unnecessary-lambda-assignment
   config = _read_json(file("tokenizer_config.json")) or {}
   spec = _read_json(file("tokenizer.json"))

@@ -29,20 +29,22 @@ DOC_BOUNDARIES = ("line", "blank_line")
 
 
 class _Stats:
-  """A Counter plus absl logging of the first occurrence of each problem."""
+  """A Counter plus absl logging of the first occurrence of each problem (quiet: none)."""
 
-  def __init__(self, name: str):
+  def __init__(self, name: str, quiet: bool = False):
     self.name = name
     self.counter = collections.Counter()
+    self.quiet = quiet
 
   def count(self, key: str, where: str = ""):
-    if key != "documents" and not self.counter[key]:
+    if key != "documents" and not self.counter[key] and not self.quiet:
       logging.warning("%s: %s (first at %s); counting further cases in stats.",
                       self.name, key, where or "?")
     self.counter[key] += 1
 
   def log_summary(self):
-    logging.info("%s: %s", self.name, dict(self.counter))
+    if not self.quiet:
+      logging.info("%s: %s", self.name, dict(self.counter))
 
 
 def _open(path: str):
@@ -101,33 +103,46 @@ class TextFileSource(seqio.FunctionDataSource):
 
   def _dataset_fn(self, split: str, shuffle_files: bool, seed: Optional[int] = None):
     files = self.list_shards(split)
+    self._require_documents(split, files)
     if shuffle_files:
       files = list(np.random.RandomState(seed).permutation(files))
     signature = {k: tf.TensorSpec([], tf.string)
                  for k in ("text",) + self._extra_fields}
-    return tf.data.Dataset.from_generator(lambda: self._examples(files),
+    return tf.data.Dataset.from_generator(lambda: self._examples(files, self._stats),
                                           output_signature=signature)
 
-  def _lines(self, path: str) -> Iterator[str]:
+  def _require_documents(self, split: str, files: Sequence[str]) -> None:
+    """Reads up to the first document, so that a split left empty by the rules above
+    fails here, naming its files, rather than as an empty dataset deep in a run."""
+    probe = _Stats(self._stats.name, quiet=True)
+    if next(self._examples(files, probe), None) is None:
+      dropped = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(probe.counter.items()))
+      raise ValueError(
+          f"{self._stats.name}: split {split!r} has no documents after filtering "
+          f"({dropped or 'the files hold no text'}) in {list(files)}. Point "
+          f"split_to_filepattern[{split!r}] at files with text (file_format={self._format!r}"
+          + (f", text_field={self._text_field!r}" if self._format != "text" else "") + ").")
+
+  def _lines(self, path: str, stats: _Stats) -> Iterator[str]:
     with _open(path) as f:
       for number, raw in enumerate(f, 1):
         where = f"{path}:{number}"
         try:
           line = raw.decode("utf-8")
         except UnicodeDecodeError:
-          self._stats.count("invalid_utf8", where)
+          stats.count("invalid_utf8", where)
           line = raw.decode("utf-8", errors="replace")
         line = line.rstrip("\r\n")
         if len(line) > self._max_line_chars:
-          self._stats.count("long_lines_truncated", where)
+          stats.count("long_lines_truncated", where)
           line = line[:self._max_line_chars]
         yield line, where
 
-  def _records(self, path: str) -> Iterator[tuple]:
+  def _records(self, path: str, stats: _Stats) -> Iterator[tuple]:
     """(fields dict, location) per document of one file."""
     if self._format == "text":
       block = []
-      for line, where in self._lines(path):
+      for line, where in self._lines(path, stats):
         if self._boundary == "line":
           yield {"text": line}, where
         elif line.strip():
@@ -138,7 +153,7 @@ class TextFileSource(seqio.FunctionDataSource):
       if block:
         yield {"text": "\n".join(block)}, path
     elif self._format == "jsonl":
-      for line, where in self._lines(path):
+      for line, where in self._lines(path, stats):
         if not line.strip():
           continue
         try:
@@ -146,14 +161,14 @@ class TextFileSource(seqio.FunctionDataSource):
         except json.JSONDecodeError:
           row = None
         if not isinstance(row, dict) or not isinstance(row.get(self._text_field), str):
-          self._stats.count("bad_rows", where)
+          stats.count("bad_rows", where)
           continue
         yield {"text": row[self._text_field],
                **{k: "" if row.get(k) is None else str(row[k])
                   for k in self._extra_fields}}, where
     else:
       columns = self._tsv_columns
-      lines = self._lines(path)
+      lines = self._lines(path, stats)
       if columns is None:
         header = next(lines, ("", path))[0]
         columns = [c.lstrip("\ufeff") for c in header.split("\t")]
@@ -161,21 +176,21 @@ class TextFileSource(seqio.FunctionDataSource):
         values = next(csv.reader([line], delimiter="\t", quoting=csv.QUOTE_NONE))
         row = dict(zip(columns, values))
         if self._text_field not in row:
-          self._stats.count("bad_rows", where)
+          stats.count("bad_rows", where)
           continue
         yield {"text": row[self._text_field],
                **{k: row.get(k, "") for k in self._extra_fields}}, where
 
-  def _examples(self, files: Sequence[str]) -> Iterator[dict]:
+  def _examples(self, files: Sequence[str], stats: _Stats) -> Iterator[dict]:
     for path in files:
-      for fields, where in self._records(path):
+      for fields, where in self._records(path, stats):
         text = fields["text"]
         if not text.strip():
-          self._stats.count("empty_documents", where)
+          stats.count("empty_documents", where)
           continue
-        self._stats.count("documents")
+        stats.count("documents")
         yield {"text": text, **{k: fields[k] for k in self._extra_fields}}
-      self._stats.log_summary()
+      stats.log_summary()
 
 
 class TfdsTextSource(seqio.FunctionDataSource):

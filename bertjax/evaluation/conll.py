@@ -73,6 +73,7 @@ def read_sentences(file: str, skip_log: readers.SkipLog,
         words.append(fields[0])
         tags.append(fields[3])
   flush()
+  readers.require_rows(file, len(sentences), skip_log, "sentences")
   return sentences
 
 

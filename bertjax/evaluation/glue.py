@@ -115,6 +115,7 @@ def read_examples(task: GlueTask, split: str, skip_log: readers.SkipLog,
                                 f"{path}:{line}", str(line - 1 - task.has_header)))
     if limit is not None and len(examples) >= limit:
       break
+  readers.require_rows(path, len(examples), skip_log)
   return examples
 
 
@@ -131,6 +132,7 @@ def read_test_examples(task: GlueTask, split: str, skip_log: readers.SkipLog,
                                 f"{path}:{line}", fields[0]))
     if limit is not None and len(examples) >= limit:
       break
+  readers.require_rows(path, len(examples), skip_log)
   return examples
 
 

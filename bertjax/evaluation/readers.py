@@ -42,11 +42,30 @@ class SkipLog:
     """Skipped rows per file."""
     return dict(collections.Counter(e.path for e in self.entries))
 
+  def for_file(self, path: str) -> list[Skipped]:
+    return [e for e in self.entries if e.path == os.fspath(path)]
+
   def summary(self) -> str:
     if not self.entries:
       return "no rows skipped"
     per_file = ", ".join(f"{os.path.basename(p)}: {n}" for p, n in self.counts().items())
     return f"{len(self.entries)} rows skipped ({per_file}); first: {self.entries[0]}"
+
+
+def require_rows(path: str, kept: int, skip_log: SkipLog, what: str = "data rows") -> None:
+  """A file none of whose rows survived is an error, not an empty task: says how many
+  rows were rejected, why, and the first bad line."""
+  if kept:
+    return
+  rejected = skip_log.for_file(path)
+  if not rejected:
+    raise ValueError(f"{path} has no {what}; check that it is the task's file, not empty.")
+  # Reasons quote each row's own value; the text before the first quote is the kind.
+  kinds = collections.Counter(e.reason.split("'")[0].split('"')[0].strip() for e in rejected)
+  why = "; ".join(f"{n} x {kind}" for kind, n in kinds.most_common(3))
+  raise ValueError(f"{path}: all {len(rejected)} {what} were rejected ({why}); first: line "
+                   f"{rejected[0].line}: {rejected[0].reason}. Check the file's format (columns, "
+                   "separator, label set) against the task's official files.")
 
 
 def read_tsv(path: str, skip_log: SkipLog, num_columns: int | None = None,
@@ -60,9 +79,12 @@ def read_tsv(path: str, skip_log: SkipLog, num_columns: int | None = None,
   """
   if not os.path.exists(path):
     raise FileNotFoundError(f"No task file at {path!r}; check --data_dir / $BERTJAX_DATA_DIR.")
-  with open(path, encoding="utf-8-sig", newline="") as f:
+  with open(path, encoding="utf-8-sig", newline="", errors="surrogateescape") as f:
     for line_no, line in enumerate(f, start=1):
       line = line.rstrip("\r\n")
+      if not _is_utf8(line):
+        skip_log.skip(path, line_no, "not valid UTF-8 text")
+        continue
       fields = line.split("\t")
       if line_no == 1 and has_header:
         num_columns = num_columns or len(fields)
@@ -74,3 +96,12 @@ def read_tsv(path: str, skip_log: SkipLog, num_columns: int | None = None,
                       f"found {len(fields)}")
         continue
       yield line_no, fields
+
+
+def _is_utf8(line: str) -> bool:
+  """False for a line read with errors='surrogateescape' that held undecodable bytes."""
+  try:
+    line.encode("utf-8")
+  except UnicodeEncodeError:
+    return False
+  return True

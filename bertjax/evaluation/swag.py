@@ -53,6 +53,7 @@ def read_examples(file: str, skip_log: readers.SkipLog) -> list[SwagExample]:
       examples.append(SwagExample(row["sent1"], row["sent2"],
                                   tuple(row[f"ending{i}"] for i in range(NUM_CHOICES)),
                                   int(row["label"]), f"{file}:{line}"))
+  readers.require_rows(file, len(examples), skip_log)
   return examples
 
 

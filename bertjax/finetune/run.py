@@ -42,6 +42,10 @@ from bertjax.checkpoints.formats import open_model
 from bertjax.evaluation import glue
 from bertjax.finetune import feature_based, loop, pipelines
 from bertjax.finetune.tokenization import WordPiece
+from bertjax.hf import files
+from bertjax.layers.embeddings import check_length
+from bertjax.models.common.config import max_positions
+from bertjax.train.loop import NonFiniteLossError
 
 TASKS = tuple(glue.TASKS) + ("squad11", "squad20", "conll2003", "swag")
 
@@ -185,13 +189,17 @@ def main(argv):
 def run(config: FinetuneRun, options: pipelines.Options, start: float | None = None) -> dict:
   """Loads the encoder, runs the task, prints and writes the report (and returns it)."""
   start = time.time() if start is None else start
+  model = open_model(config.init_checkpoint, _folder_of(config.tokenizer))
+  encoder = encoders.base_encoder(model)
+  limit = max_positions(encoder.config)
+  check_length(options.max_seq_length, limit, "Options.max_seq_length (--max_seq_length)",
+               f"Pass --max_seq_length <= {limit}, the encoder's position table")
+  files.check_tokenizer_files(config.tokenizer or encoder.tokenizer_dir)
+  tokenizer = WordPiece.from_path(config.tokenizer or encoder.tokenizer_dir)
   if options.output_dir:
     os.makedirs(options.output_dir, exist_ok=True)
     with open(os.path.join(options.output_dir, "config.gin"), "w") as f:
       f.write(gin.config_str())
-  model = open_model(config.init_checkpoint, _folder_of(config.tokenizer))
-  encoder = encoders.base_encoder(model)
-  tokenizer = WordPiece.from_path(config.tokenizer or encoder.tokenizer_dir)
   logging.info("Encoder: %s", encoder.description)
   # The whole model: a checkpoint of the task's class continues with its head.
   report = run_task(config.task, model, tokenizer, options, config.feature_mode)
@@ -222,5 +230,13 @@ def parse_flags(argv: list[str]) -> list[str]:
   return flags.FLAGS(rest)
 
 
+def cli_main(argv):
+  """main, with bad input and a diverging run reported in one line (exit status 1)."""
+  try:
+    main(argv)
+  except (ValueError, FileNotFoundError, NonFiniteLossError) as e:
+    sys.exit(f"python -m bertjax.finetune.run: {e}")
+
+
 if __name__ == "__main__":
-  app.run(main, flags_parser=parse_flags)
+  app.run(cli_main, flags_parser=parse_flags)

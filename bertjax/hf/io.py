@@ -1,4 +1,5 @@
 """Reading and writing Hugging Face model directories (local files only)."""
+import contextlib
 import json
 import os
 import pathlib
@@ -6,6 +7,8 @@ import tempfile
 from typing import Mapping
 
 import numpy as np
+
+from bertjax.hf.files import inside, read_json
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -19,14 +22,11 @@ def read_config(path: str | os.PathLike) -> dict:
   if not directory.is_dir():
     raise FileNotFoundError(f"{directory} is not a directory; from_hf expects a local Hugging Face "
                             f"model directory holding {CONFIG_FILE} and the weights.")
-  config_path = directory / CONFIG_FILE
+  config_path = inside(directory, CONFIG_FILE)
   if not config_path.is_file():
     raise FileNotFoundError(f"{config_path} not found: a Hugging Face model directory needs "
                             f"{CONFIG_FILE} next to {SAFETENSORS_FILE} or {TORCH_FILE}.")
-  try:
-    return json.loads(config_path.read_text())
-  except json.JSONDecodeError as e:
-    raise ValueError(f"{config_path} is not valid JSON: {e}") from None
+  return read_json(config_path, "a Hugging Face model config (an object with 'model_type')")
 
 
 def load_state_dict(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], str]:
@@ -36,22 +36,22 @@ def load_state_dict(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], str
   torch.load(weights_only=True), which refuses pickled code.
   """
   directory = pathlib.Path(path)
-  if (directory / SAFETENSORS_FILE).is_file():
-    return _load_safetensors([directory / SAFETENSORS_FILE]), str(directory / SAFETENSORS_FILE)
-  if (directory / SAFETENSORS_INDEX).is_file():
-    files = _index_files(directory / SAFETENSORS_INDEX)
-    return _load_safetensors(files), str(directory / SAFETENSORS_INDEX)
-  if (directory / TORCH_FILE).is_file():
-    return _load_torch([directory / TORCH_FILE]), str(directory / TORCH_FILE)
-  if (directory / TORCH_INDEX).is_file():
-    return _load_torch(_index_files(directory / TORCH_INDEX)), str(directory / TORCH_INDEX)
+  for name, load in ((SAFETENSORS_FILE, _load_safetensors), (TORCH_FILE, _load_torch)):
+    index = name + ".index.json"  # a sharded checkpoint: the index names the shards
+    if inside(directory, name).is_file():
+      return load([directory / name]), str(directory / name)
+    if inside(directory, index).is_file():
+      return load(_index_files(directory / index)), str(directory / index)
   raise FileNotFoundError(f"No weights in {directory}: expected {SAFETENSORS_FILE}, "
                           f"{SAFETENSORS_INDEX}, {TORCH_FILE} or {TORCH_INDEX}.")
 
 
 def _index_files(index_path: pathlib.Path) -> list[pathlib.Path]:
-  weight_map = json.loads(index_path.read_text())["weight_map"]
-  return [index_path.parent / name for name in sorted(set(weight_map.values()))]
+  weight_map = read_json(index_path, "a shard index ({'weight_map': {tensor: file}})")
+  weight_map = weight_map.get("weight_map")
+  if not isinstance(weight_map, dict):
+    raise ValueError(f"{index_path} has no 'weight_map' object naming each tensor's file.")
+  return [inside(index_path.parent, name) for name in sorted(set(map(str, weight_map.values())))]
 
 
 def _as_numpy(array) -> np.ndarray:
@@ -65,7 +65,8 @@ def _load_safetensors(files) -> dict[str, np.ndarray]:
   import safetensors.numpy  # bf16 tensors need the torch path; safetensors.numpy covers f16/f32
   state = {}
   for file in files:
-    state.update({k: _as_numpy(v) for k, v in safetensors.numpy.load_file(str(file)).items()})
+    with _unreadable(file, "safetensors"):
+      state.update({k: _as_numpy(v) for k, v in safetensors.numpy.load_file(str(file)).items()})
   return state
 
 
@@ -77,10 +78,26 @@ def _load_torch(files) -> dict[str, np.ndarray]:
                       "or convert the checkpoint to safetensors.") from None
   state = {}
   for file in files:
-    loaded = torch.load(str(file), map_location="cpu", weights_only=True)
+    with _unreadable(file, "PyTorch (.bin)", ", or hold pickled objects other than tensors "
+                     "(never loaded: weights_only=True)"):
+      loaded = torch.load(str(file), map_location="cpu", weights_only=True)
     state.update({k: _as_numpy(v.float().numpy() if v.is_floating_point() else v.numpy())
                   for k, v in loaded.items()})
   return state
+
+
+@contextlib.contextmanager
+def _unreadable(file, kind: str, more: str = ""):
+  """Any failure to parse a weights file as an error naming the file."""
+  if not pathlib.Path(file).is_file():
+    raise FileNotFoundError(f"{file} not found: the weights it should hold are missing.")
+  try:
+    yield
+  except Exception as e:  # safetensors, pickle and torch raise many types for a bad file
+    detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    raise ValueError(f"{file} ({pathlib.Path(file).stat().st_size} bytes) is not a readable "
+                     f"{kind} weights file ({detail}): it may be truncated or corrupt{more}. "
+                     "Re-download or re-export it.") from e
 
 
 def write_model_dir(path: str | os.PathLike, config: Mapping, state: Mapping[str, np.ndarray]) -> None:

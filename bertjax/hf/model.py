@@ -11,10 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 from flax import traverse_util
 
-from bertjax.inference import decoding
+from bertjax.inference import decoding, runners
+from bertjax.inference.config import GenerationConfig
 from bertjax.hf import io, mapping, registry
 from bertjax.hf.family import Family
 from bertjax.models.common import task_heads
+from bertjax.layers.embeddings import check_length
+from bertjax.models.common.config import max_positions
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +37,7 @@ class HFModel:
 
   def __call__(self, **inputs) -> dict[str, np.ndarray]:
     inputs = self.family.prepare_inputs(inputs)
+    self._check_positions(inputs)
     arrays = {k: jnp.asarray(v) for k, v in inputs.items() if v is not None and _is_array(v)}
     static = tuple(sorted((k, v) for k, v in inputs.items() if v is not None and not _is_array(v)))
     outputs = _apply(self.module, static)(self.params, arrays)
@@ -45,8 +49,40 @@ class HFModel:
     if not self.family.can_generate(self.architecture):
       raise ValueError(f"{self.architecture} has no language-model head to generate with; "
                        "load a ...LMHeadModel / ...ForConditionalGeneration checkpoint.")
+    self._check_generation_length(np.shape(input_ids)[-1], kwargs)
     return decoding.generate(self.module, self.params, input_ids, attention_mask,
                              model_config=self.config, **kwargs)
+
+  def _check_positions(self, inputs: dict) -> None:
+    """Inputs past the position table would come out NaN: refuse them by name."""
+    limit = max_positions(self.config)
+    if limit is None:
+      return
+    for ids, positions in (("input_ids", "position_ids"),
+                           ("decoder_input_ids", "decoder_position_ids")):
+      if inputs.get(positions) is not None and np.size(inputs[positions]):
+        largest = int(np.max(inputs[positions]))
+        if largest >= limit:
+          raise ValueError(f"{positions} go up to {largest}, but {self.architecture} has {limit} "
+                           f"positions (max_position_embeddings): use positions 0..{limit - 1}, "
+                           f"i.e. rows of at most {limit} tokens.")
+      elif inputs.get(ids) is not None:
+        check_length(np.shape(inputs[ids])[-1], limit, f"{ids} (for {self.architecture})")
+
+  def _check_generation_length(self, prompt: int, kwargs: dict) -> None:
+    """The decoder's whole sequence (prompt or start token + new tokens) must fit the table."""
+    limit = max_positions(self.config)
+    if limit is None:
+      return
+    encoder_decoder = isinstance(runners.runner(self.module), runners.EncoderDecoder)
+    if encoder_decoder:
+      check_length(prompt, limit, f"input_ids (for {self.architecture})")
+    start = 1 if encoder_decoder else prompt
+    total = None if "max_new_tokens" in kwargs else kwargs.get("max_length")
+    total = total or start + kwargs.get("max_new_tokens", GenerationConfig.max_new_tokens)
+    check_length(total, limit, "generate(): the decoded sequence (" + (
+                     "start token" if encoder_decoder else "prompt") + " + max_new_tokens)",
+                 fix=f"Ask for at most {limit - start} new tokens (max_new_tokens)")
 
 
 def _is_array(value) -> bool:
@@ -92,12 +128,40 @@ def from_hf(path: str | os.PathLike) -> HFModel:
 
 
 def to_hf(model: HFModel, path: str | os.PathLike) -> None:
-  """Writes `model` as a Hugging Face directory that transformers' from_pretrained loads."""
+  """Writes `model` as a Hugging Face directory that transformers' from_pretrained loads.
+
+  Its weights are checked against its config first: nothing is written for a model
+  whose config (a checkpoint's metadata) disagrees with its weights.
+  """
   flat = {k: np.asarray(v) for k, v in
           traverse_util.flatten_dict(jax.device_get(model.params), sep="/").items()}
+  check_weights_fit_config(model, {k: v.shape for k, v in flat.items()})
   state = mapping.ours_to_hf(model.family.rules(model.architecture, model.config), flat)
   state = model.family.state_to_hf(state, model.config)
   io.write_model_dir(path, model.family.config_to_hf(model.config, model.architecture), state)
+
+
+def check_weights_fit_config(model: HFModel, shapes: dict[str, tuple]) -> None:
+  """Every tensor the config implies, at its shape, and no other: else an error naming
+  the first (sorted) tensor that disagrees."""
+  expected = expected_shapes(model.family, model.module, model.config)
+  for key in sorted(expected.keys() | shapes.keys()):
+    ours, theirs = shapes.get(key), expected.get(key)
+    if ours != theirs:
+      where = getattr(model, "source", None) or "The model"  # an OpenedModel knows its folder
+      found = f"has shape {ours}" if ours is not None else "is missing"
+      wanted = f"shape {theirs}" if theirs is not None else "no such tensor"
+      raise ValueError(
+          f"{where}: its weights disagree with its config ({model.architecture}, "
+          f"{_config_summary(model.config)}): tensor {key!r} {found} in the weights, but the "
+          f"config implies {wanted}. Fix the config (a converted checkpoint's metadata.json) "
+          "to match the weights, or re-convert the model. Nothing was written.")
+
+
+def _config_summary(config: Any) -> str:
+  names = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
+           "max_position_embeddings", "type_vocab_size")
+  return ", ".join(f"{n}={getattr(config, n)}" for n in names if hasattr(config, n))
 
 
 def _num_layers(config: Any) -> int:

@@ -14,6 +14,18 @@ def embed_init(stddev: float):
   return nn.initializers.normal(stddev=stddev)
 
 
+def check_length(length: int, max_positions: int | None, what: str = "input_ids",
+                 fix: str | None = None) -> None:
+  """Refuses a row longer than the position table: a lookup past the table reads NaN
+  (jnp.take fills rows out of range), so the model would answer NaN, silently."""
+  if max_positions is not None and length > max_positions:
+    fix = fix or (f"Truncate inputs to at most {max_positions} tokens, or use a model with "
+                  "more positions")
+    raise ValueError(f"{what}: rows of {length} tokens, but the model has {max_positions} "
+                     f"positions (max_position_embeddings); longer rows would read past its "
+                     f"position table (NaN). {fix}.")
+
+
 class Embed(nn.Module):
   """A lookup table whose rows are sharded along `axes[0]`.
 
@@ -69,7 +81,8 @@ class TextEmbeddings(nn.Module):
                deterministic: bool = True) -> jax.Array:
     x = self.word_embeddings(input_ids)
     if self.max_position_embeddings:
-      if position_ids is None:
+      if position_ids is None:  # the shape says how far they go: refuse it now, not as NaN
+        check_length(input_ids.shape[-1], self.max_position_embeddings, "input_ids")
         position_ids = jnp.broadcast_to(jnp.arange(input_ids.shape[-1]), input_ids.shape)
       x = x + self.position_embeddings(position_ids)
     if self.type_vocab_size:

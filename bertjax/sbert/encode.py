@@ -34,6 +34,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bertjax.layers.embeddings import check_length
+from bertjax.models.common.config import max_positions
 from bertjax.sbert import io as sbert_io
 from bertjax.sbert import model as sbert
 
@@ -152,8 +154,15 @@ class Encoder:
   """
 
   def __init__(self, module, params, tokenizer: sbert_io.Tokenizer, *, pooling: str = "mean",
-               normalize: bool = False, max_seq_length: int = 512, packing: bool = True,
-               row_length: int = 32, max_segments: int = 32, batch_tokens: int = 1024):
+               normalize: bool = False, max_seq_length: Optional[int] = None,
+               packing: bool = True, row_length: int = 32, max_segments: int = 32,
+               batch_tokens: int = 1024):
+    # Packed rows restart positions at every sentence, so no token sits past the position
+    # table as long as no sentence is longer than it. None: the table's length, <= 512.
+    limit = max_positions(getattr(module, "config", None))
+    max_seq_length = max_seq_length or min(limit or 512, 512)
+    check_length(max_seq_length, limit, "max_seq_length (--max_seq_length)",
+                 f"Pass a max_seq_length of at most {limit}")
     self.sentence_encoder = sbert.SentenceEncoder(module, pooling, normalize)
     self.params = {"encoder": params}
     self.tokenizer = tokenizer
@@ -170,15 +179,26 @@ class Encoder:
   def from_checkpoint(cls, directory: str, pooling: Optional[str] = None,
                       normalize: Optional[bool] = None, max_seq_length: Optional[int] = None,
                       **options) -> "Encoder":
-    from bertjax.checkpoints import encoders, formats  # Local: keep `import bertjax.encode` light.
+    # Local: keep `import bertjax.encode` light.
+    from bertjax.checkpoints import encoders, formats
+    from bertjax.hf import files
     model = encoders.base_encoder(formats.open_model(directory))
+    files.check_tokenizer_files(directory)  # links out of the folder, binary vocabularies
+    files.check_tokenizer_files(model.tokenizer_dir)
     settings = sbert_io.read_sentence_config(directory)
     tokenizer = sbert_io.load_tokenizer(model.tokenizer_dir)
     params = jax.tree.map(jnp.asarray, model.params)  # on the device once, not every batch
+    # A default longer than the position table (no sentence-transformers settings) is
+    # cut to it; a max_seq_length asked for is refused in __init__ instead.
+    limit = max_positions(model.config) or settings.max_seq_length
+    if max_seq_length is None and settings.max_seq_length > limit:
+      log.warning("max_seq_length %d (%s's sentence settings, or the default) is past the "
+                  "encoder's %d positions: using %d.", settings.max_seq_length, directory,
+                  limit, limit)
     return cls(model.module, params, tokenizer,
                pooling=pooling or settings.pooling,
                normalize=settings.normalize if normalize is None else normalize,
-               max_seq_length=max_seq_length or settings.max_seq_length, **options)
+               max_seq_length=max_seq_length or min(settings.max_seq_length, limit), **options)
 
   def _forward(self, params, input_ids, segment_ids, position_ids, num_segments):
     out = self.sentence_encoder.apply(
@@ -280,11 +300,14 @@ def main(argv) -> None:
   FLAGS = flags.FLAGS
   if len(argv) > 1:
     raise ValueError(f"Unexpected arguments {argv[1:]}; see --help.")
-  lines, invalid = read_lines(FLAGS.input, FLAGS.errors)
-  encoder = Encoder.from_checkpoint(
-      FLAGS.checkpoint, pooling=FLAGS.pooling, normalize=FLAGS.normalize,
-      max_seq_length=FLAGS.max_seq_length, packing=FLAGS.packing, row_length=FLAGS.row_length,
-      batch_tokens=FLAGS.batch_tokens)
+  try:
+    lines, invalid = read_lines(FLAGS.input, FLAGS.errors)
+    encoder = Encoder.from_checkpoint(
+        FLAGS.checkpoint, pooling=FLAGS.pooling, normalize=FLAGS.normalize,
+        max_seq_length=FLAGS.max_seq_length, packing=FLAGS.packing, row_length=FLAGS.row_length,
+        batch_tokens=FLAGS.batch_tokens)
+  except (ValueError, FileNotFoundError) as e:  # bad input: say what, without a traceback
+    sys.exit(f"python -m bertjax.encode: {e}")
   vectors = encoder.encode(lines, progress=FLAGS.progress)
   np.save(FLAGS.output, vectors)
   stats = encoder.stats

@@ -7,11 +7,13 @@ CKPT_DIR is what gin's `init_checkpoint` accepts; tokenizer files travel along.
 --checkpoint takes anything `bertjax.open_model` opens, a `python -m bertjax.main`
 model_dir included (its latest step; an architecture Hugging Face has).
 """
+import sys
+
 from absl import app, flags, logging
 
 from bertjax.checkpoints import converted as checkpoint
 from bertjax.checkpoints.formats import open_model
-from bertjax.hf import model
+from bertjax.hf import files, model
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("from_hf", None, "Hugging Face model directory to read.")
@@ -22,6 +24,7 @@ flags.DEFINE_string("checkpoint", None, "bertjax checkpoint or bertjax.main mode
 
 
 def from_hf(hf_dir: str, out_dir: str) -> model.HFModel:
+  files.check_tokenizer_files(hf_dir)  # before anything is written
   converted = model.from_hf(hf_dir)
   checkpoint.save(converted, out_dir, tokenizer_from=hf_dir, source=hf_dir)
   return converted
@@ -30,12 +33,20 @@ def from_hf(hf_dir: str, out_dir: str) -> model.HFModel:
 def to_hf(checkpoint_dir: str, hf_dir: str) -> model.HFModel:
   loaded = open_model(checkpoint_dir)
   loaded.family.check_architecture(loaded.architecture)  # e.g. a run's SpanBERT SBO head
-  model.to_hf(loaded, hf_dir)
+  files.check_tokenizer_files(loaded.tokenizer_dir)  # before anything is written
+  model.to_hf(loaded, hf_dir)  # checks the weights against the config before writing
   checkpoint.copy_tokenizer_files(loaded.tokenizer_dir, hf_dir)
   return loaded
 
 
 def main(argv):
+  try:
+    convert(argv)
+  except (ValueError, FileNotFoundError) as e:  # bad input: say what, without a traceback
+    sys.exit(f"python -m bertjax.convert: {e}")
+
+
+def convert(argv):
   del argv
   if FLAGS.from_hf and FLAGS.out and not (FLAGS.to_hf or FLAGS.checkpoint):
     converted = from_hf(FLAGS.from_hf, FLAGS.out)

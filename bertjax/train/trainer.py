@@ -30,6 +30,8 @@ from bertjax.train import distributed, flops, metrics as metrics_writer, optimiz
 from bertjax.train import inputs as train_inputs, loop as train_loop, state as train_state
 from bertjax.train import run_start, step as train_step
 from bertjax.configurables import typechecked
+from bertjax.layers.embeddings import check_length
+from bertjax.models.common.config import max_positions
 
 RESULTS_FILE = "results.json"
 # Raised by the shared loop; `bertjax.main` and users catch it under this name too.
@@ -140,6 +142,13 @@ class Trainer:
       raise ValueError(f"The data has token id {int(np.max(example['input_ids']))} but the model's "
                        f"vocab_size is {vocab_size}; bind build_model.config_overrides = "
                        f"{{'vocab_size': ...}} to the vocabulary's size.")
+    limit = max_positions(getattr(self.model, "config", None))
+    for name in ("input_ids", "decoder_input_ids"):
+      if name in example:
+        check_length(np.shape(example[name])[-1], limit,
+                     f"gin binding Trainer.sequence_length = {self.sequence_length} ({name})",
+                     f"Bind Trainer.sequence_length <= {limit} (or, training from scratch, "
+                     f"build_model.config_overrides = {{'max_position_embeddings': ...}})")
     example = {k: jnp.zeros((1,) + np.shape(v)[1:], np.asarray(v).dtype)
                for k, v in example.items()}
     self.init_fn = train_state.init_params_fn(self.model, example, self.objective.model_inputs)
@@ -279,7 +288,13 @@ class Trainer:
     dataset = self._dataset(self.train_task, "train", self.batch_size)
     consumed = self.checkpoints.batches_consumed(resume)
     batches = train_inputs.iterate(dataset, skip=consumed)
-    first = next(batches)  # Shapes for the abstract state; then trained on, not dropped.
+    first = next(batches, None)  # Shapes for the abstract state; then trained on, not dropped.
+    if first is None:
+      raise ValueError(f"Task {self.train_task!r} gave no training batch: the source of its "
+                       f"'train' split has no documents left after filtering (or none the "
+                       f"recipe keeps at sequence_length {self.sequence_length}). Check "
+                       "task_dataset.source and the files it reads (warnings above count "
+                       "what was dropped).")
     batches = itertools.chain([first], batches)
     self._setup_state(first)
     state, restored = self._restore_or_init(resume)

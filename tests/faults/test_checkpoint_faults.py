@@ -29,13 +29,6 @@ OVERRIDES = ("{'vocab_size': %d, 'hidden_size': 32, 'num_heads': 2, 'intermediat
              "'max_position_embeddings': 64%%s}" % tl.VOCAB)
 
 
-@pytest.fixture(autouse=True)
-def _clean_gin():
-  gin.clear_config()
-  yield
-  gin.clear_config()
-
-
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
   model_dir = str(tmp_path_factory.mktemp("finished") / "run")

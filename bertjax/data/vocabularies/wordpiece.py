@@ -9,6 +9,7 @@ import tokenizers
 
 from bertjax.data import text_rules
 from bertjax.data.vocabularies.base import MAX_WORD_CHARS, HFTokenizerVocabulary, replace_rows
+from bertjax.hf import files
 
 class WordPieceVocabulary(HFTokenizerVocabulary):
   """BERT / ELECTRA / DistilBERT WordPiece; in-graph encode with tensorflow_text.
@@ -26,6 +27,7 @@ class WordPieceVocabulary(HFTokenizerVocabulary):
     self._lower_case = lower_case
     self._strip_accents = lower_case if strip_accents is None else strip_accents
     if vocab_file:
+      files.check_text(vocab_file)  # a binary file fails here, by name
       with open(vocab_file, encoding="utf-8") as f:
         self._vocab = [line.rstrip("\n") for line in f]
     elif tokenizer_json:

@@ -135,6 +135,8 @@ class BartStack(nn.Module):
       start = 0
       if decode:  # absolute positions of the new tokens (bertjax.layers.kv_cache)
         start, _ = kv_cache.step_positions(self, input_ids.shape[1])
+      else:
+        embeddings.check_length(input_ids.shape[1], cfg.max_position_embeddings, "input_ids")
       position_ids = jnp.broadcast_to(start + jnp.arange(input_ids.shape[1]), input_ids.shape)
     positions = embeddings.Embed(cfg.max_position_embeddings + POSITION_OFFSET, cfg.hidden_size,
                                  (None, "embed"), cfg.init_std, dtype, name="position_embeddings")

@@ -50,6 +50,12 @@ class EncoderConfig:
   def num_labels(self) -> int:
     return len(self.labels)
 
+  @property
+  def max_positions(self) -> int | None:
+    """How many tokens one input row may hold: the rows of the absolute position table
+    (a family whose table starts at an offset, or that has none, says so)."""
+    return self.max_position_embeddings
+
   def replace(self, **changes) -> Self:
     return dataclasses.replace(self, **changes)
 
@@ -68,3 +74,12 @@ def check_labels(config) -> None:
                      "in id order (one name for a regression output).")
   if config.problem_type not in PROBLEM_TYPES:
     raise ValueError(f"{name}: problem_type={config.problem_type!r}; use one of {PROBLEM_TYPES}.")
+
+
+def max_positions(config) -> int | None:
+  """The longest input row any model config allows (its `max_positions`, else its
+  max_position_embeddings: GPT, BART), or None when its positions are relative only and
+  no table can be run past (T5, XLNet, DeBERTa without absolute positions)."""
+  if hasattr(config, "max_positions"):
+    return config.max_positions
+  return getattr(config, "max_position_embeddings", None) or None

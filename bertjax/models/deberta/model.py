@@ -75,6 +75,13 @@ class DebertaConfig(EncoderConfig):
     return self.embedding_size or self.hidden_size
 
   @property
+  def max_positions(self) -> int | None:
+    """Relative positions alone take any length; absolute ones (in the input or the EMD)
+    end with their table."""
+    uses_table = self.position_biased_input or self.enhanced_mask_decoder
+    return self.max_position_embeddings if uses_table else None
+
+  @property
   def max_relative(self) -> int:
     return self.max_relative_positions if self.max_relative_positions >= 1 \
         else self.max_position_embeddings
@@ -164,7 +171,8 @@ class DebertaEmbeddings(nn.Module):
     cfg = self.config
     x = self.word_embeddings(input_ids)
     if cfg.position_biased_input:
-      x = x + self.position_embeddings(default_positions(input_ids, position_ids))
+      positions = default_positions(input_ids, position_ids, cfg.max_positions)
+      x = x + self.position_embeddings(positions)
     if cfg.type_vocab_size:
       x = x + self.token_type_embeddings(
           jnp.zeros_like(input_ids) if token_type_ids is None else token_type_ids)
@@ -177,8 +185,10 @@ class DebertaEmbeddings(nn.Module):
     return nn.with_logical_constraint(x, ("batch", "length", "embed"))
 
 
-def default_positions(input_ids, position_ids):
+def default_positions(input_ids, position_ids, max_positions: int | None = None):
+  """0, 1, ... per row unless given; rows longer than the absolute table are refused."""
   if position_ids is None:
+    embeddings.check_length(input_ids.shape[-1], max_positions, "input_ids")
     return jnp.broadcast_to(jnp.arange(input_ids.shape[-1]), input_ids.shape)
   return position_ids
 
@@ -309,7 +319,7 @@ class DebertaForMaskedLM(nn.Module):
     hidden = out["last_hidden_state"]
     if cfg.enhanced_mask_decoder:
       positions = self.deberta.embeddings.position_embeddings(
-          default_positions(input_ids, position_ids))
+          default_positions(input_ids, position_ids, self.config.max_positions))
       table, index = self.deberta.encoder.relative_table(input_ids.shape[1])
       mask = attention_mask_2d(attention_mask, segment_ids)
       if cfg.emd_separate_layer:

@@ -129,6 +129,7 @@ class GPTModel(nn.Module):
       mask = attention.combine_masks(attention.causal_mask(length),
                                      attention.encoder_mask(attention_mask, segment_ids))
       if position_ids is None:
+        embeddings.check_length(length, self.config.max_position_embeddings, "input_ids")
         position_ids = jnp.broadcast_to(jnp.arange(length), input_ids.shape)
     x = self.token_embeddings(input_ids) + self.position_embeddings(position_ids)
     if token_type_ids is not None:

@@ -48,7 +48,8 @@ class LongformerModel(bert.BertModel):
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
                segment_ids=None, *, deterministic: bool = True,
                output_hidden_states: bool = False, global_attention_mask=None) -> dict:
-    position_ids = roberta.offset_position_ids(input_ids, self.config.pad_token_id, position_ids)
+    position_ids = roberta.offset_position_ids(input_ids, self.config.pad_token_id, position_ids,
+                                               self.config.max_positions)
     return super().__call__(input_ids, attention_mask, token_type_ids, position_ids, segment_ids,
                             deterministic=deterministic,
                             output_hidden_states=output_hidden_states,

@@ -8,7 +8,6 @@ the first </s>) for question answering, the tokens after the first </s></s> for
 multiple choice; none for token classification.
 """
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
 
 from bertjax.models.common import task_heads as heads

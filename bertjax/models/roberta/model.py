@@ -14,6 +14,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from bertjax.layers import embeddings
 from bertjax.models import bert
 
 
@@ -24,6 +25,10 @@ class RobertaConfig(bert.BertConfig):
   type_vocab_size: int = 1
   layer_norm_eps: float = 1e-5
   pad_token_id: int = 1
+
+  @property
+  def max_positions(self) -> int:
+    return self.max_position_embeddings - self.pad_token_id - 1  # rows up to the pad are unused
 
 
 def _size(layers: int, hidden: int, **overrides) -> RobertaConfig:
@@ -49,14 +54,17 @@ def position_ids_from_input_ids(input_ids: jax.Array, padding_idx: int) -> jax.A
 
 
 def offset_position_ids(input_ids: jax.Array, padding_idx: int,
-                        position_ids: Optional[jax.Array] = None) -> jax.Array:
+                        position_ids: Optional[jax.Array] = None,
+                        max_positions: Optional[int] = None) -> jax.Array:
   """Rows of RoBERTa's position table for a batch.
 
   `position_ids` follow bertjax's batch contract (0-based, restarting per packed
   example) and are shifted by padding_idx + 1; without them, positions are derived
-  from the padding in `input_ids` exactly as the reference does.
+  from the padding in `input_ids` exactly as the reference does (refused when
+  longer than `max_positions`: they would run past the table).
   """
   if position_ids is None:
+    embeddings.check_length(input_ids.shape[-1], max_positions, "input_ids")
     return position_ids_from_input_ids(input_ids, padding_idx)
   return position_ids + padding_idx + 1
 
@@ -68,7 +76,8 @@ class RobertaModel(bert.BertModel):
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
                segment_ids=None, *, deterministic: bool = True,
                output_hidden_states: bool = False) -> dict:
-    position_ids = offset_position_ids(input_ids, self.config.pad_token_id, position_ids)
+    position_ids = offset_position_ids(input_ids, self.config.pad_token_id, position_ids,
+                                       self.config.max_positions)
     return super().__call__(input_ids, attention_mask, token_type_ids, position_ids, segment_ids,
                             deterministic=deterministic,
                             output_hidden_states=output_hidden_states)

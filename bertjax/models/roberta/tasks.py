@@ -5,7 +5,7 @@ dense + tanh (no pooler); multiple choice reads the pooler, as BERT's does.
 """
 import flax.linen as nn
 
-from bertjax.models.bert.tasks import KINDS, classifier_dropout
+from bertjax.models.bert.tasks import KINDS, classifier_dropout  # noqa: F401 (KINDS: the same)
 from bertjax.models.common import task_heads as heads
 from bertjax.models.roberta.model import RobertaConfig, RobertaModel
 
