@@ -81,7 +81,8 @@ def _decomposed_only_by_tf() -> np.ndarray:
 def nfkd_tf(texts: tf.Tensor) -> tf.Tensor:
   """[n] strings -> NFKD as tokenizers computes it: the characters only TF decomposes
   travel through tf_text's NFKD as private-use stand-ins (plane 15), then come back."""
-  originals = tf.constant(_decomposed_only_by_tf())
+  with tf.init_scope():  # Computed eagerly once, also when first called inside a tf.function.
+    originals = tf.constant(_decomposed_only_by_tf())
   stand_ins = 0xF0000 + tf.range(tf.size(originals), dtype=tf.int32)
 
   def swap(texts, source, target):

@@ -14,8 +14,10 @@ dataclasses' defaults and the gin files stay the one source of values. Bad bindi
 (unknown names, wrong types, a missing task / checkpoint) fail before anything loads.
 
 --checkpoint (FinetuneRun.init_checkpoint) is a `python -m bertjax.convert` output, a
-Hugging Face folder, or a `python -m bertjax.main` model_dir; its tokenizer files are
-used unless --tokenizer is given (a pretraining model_dir has none: give --tokenizer).
+Hugging Face folder, or a `python -m bertjax.main` model_dir (which keeps the vocabulary
+it trained on); its tokenizer files are used unless --tokenizer is given. Inputs are laid
+out as that tokenizer lays them out (BERT's [CLS] A [SEP] B [SEP], RoBERTa's
+<s> A </s></s> B </s>, XLNet's A <sep> B <sep> <cls> padded on the left...).
 Tasks: the GLUE names (cola sst2 mrpc qqp stsb mnli qnli rte wnli), squad11, squad20,
 conll2003, swag; `--feature_mode=...` trains a head on frozen features instead (BERT
 Table 7). OUTPUT_DIR gets results.json (metrics of every epoch, the best one, sizes,
@@ -37,8 +39,7 @@ from bertjax.configurables import typechecked
 from bertjax.checkpoints import encoders
 from bertjax.checkpoints.formats import open_model
 from bertjax.evaluation import glue
-from bertjax.finetune import feature_based, loop, pipelines
-from bertjax.finetune.tokenization import WordPiece
+from bertjax.finetune import feature_based, loop, pipelines, tokenization
 
 TASKS = tuple(glue.TASKS) + ("squad11", "squad20", "conll2003", "swag")
 
@@ -146,7 +147,7 @@ def configure(gin_files: list[str], gin_params: list[str]) -> tuple[FinetuneRun,
   return FinetuneRun(), pipelines.Options(finetune=loop.FinetuneConfig())
 
 
-def run_task(task: str, encoder: encoders.Encoder, tokenizer: WordPiece,
+def run_task(task: str, encoder: encoders.Encoder, tokenizer: tokenization.Tokenizer,
              options: pipelines.Options, feature_mode: str | None = None) -> dict:
   if feature_mode:
     if task != "conll2003":
@@ -181,7 +182,7 @@ def run(config: FinetuneRun, options: pipelines.Options, start: float | None = N
     with open(os.path.join(options.output_dir, "config.gin"), "w") as f:
       f.write(gin.config_str())
   encoder = encoders.base_encoder(open_model(config.init_checkpoint))
-  tokenizer = WordPiece.from_path(config.tokenizer or encoder.tokenizer_dir)
+  tokenizer = tokenization.for_model(encoder, config.tokenizer)
   logging.info("Encoder: %s", encoder.description)
   report = run_task(config.task, encoder, tokenizer, options, config.feature_mode)
   report = {"task": config.task, "encoder": encoder.description,
