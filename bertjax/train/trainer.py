@@ -237,6 +237,8 @@ class Trainer:
   def train(self, evaluate: bool = True) -> dict:
     """Trains to num_train_steps (resuming if model_dir has a checkpoint)."""
     dataset = self._dataset(self.train_task, "train", self.batch_size)
+    # The vocabulary travels with the run: fine-tuning reads it from model_dir.
+    train_inputs.save_vocabulary(self.data_fn, self.train_task, self.model_dir)
     consumed = self.checkpoints.batches_consumed()
     batches = train_inputs.iterate(dataset, skip=consumed)
     first = next(batches)  # Shapes for the abstract state; then trained on, not dropped.
