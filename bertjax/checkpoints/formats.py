@@ -37,7 +37,8 @@ def open_model(path, tokenizer_dir=None) -> OpenedModel:
   """The model stored at `path`, in any format above.
 
   Its `tokenizer_dir` is `tokenizer_dir` when given, else the folder holding the model's
-  tokenizer files (a bertjax.main model_dir has none: pass the vocabulary's folder).
+  tokenizer files (for a bertjax.main run: its model_dir, where the run writes the
+  vocabulary it trained on).
   """
   path = os.fspath(path)
   if os.path.isfile(path):

@@ -81,9 +81,12 @@ def vocab_from_hf(path, extra_ids: int = 0) -> seqio.Vocabulary:
           normalize_quotes=any(n.get("pattern") == {"String": "``"} for n in norms),
           whitespace_split="WhitespaceSplit" in pre, roles=roles or None,
           added_tokens=added, special_tokens=specials, extra_ids=extra_ids)
+    # transformers' defaults: AlbertTokenizer lowercases and strips accents unless told
+    # otherwise; XLNetTokenizer strips accents whatever keep_accents says.
+    albert, xlnet = (tokenizer_class.startswith(name) for name in ("Albert", "XLNet"))
     return SentencePieceVocabulary(
-        model, lower_case=config.get("do_lower_case", False),
-        strip_accents=not config.get("keep_accents", True),
+        model, lower_case=config.get("do_lower_case", albert),
+        strip_accents=xlnet or not config.get("keep_accents", not albert),
         normalize_quotes=tokenizer_class.startswith(("Albert", "XLNet")),
         whitespace_split=not tokenizer_class.startswith("BigBird"),
         roles=roles or None, extra_ids=extra_ids)

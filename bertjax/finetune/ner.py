@@ -1,43 +1,49 @@
 """CoNLL-2003 NER features: first-sub-token labelling, and word tags back from logits.
 
-As in the BERT paper (Sec. 5.3), each word is labelled at its first WordPiece and the
+As in the BERT paper (Sec. 5.3), each word is labelled at its first sub-token and the
 other pieces get no loss and no prediction; the predicted word tags are scored at
 entity level with conlleval's rules (`bertjax.evaluation.conll.entity_scores`, which
-also reads the files). Inputs are single sentences (the paper additionally used
-document context).
+also reads the files). Words are tokenised pre-split, as transformers does with
+`is_split_into_words=True` (byte-level BPE with a space before every word), truncated
+to the sequence length and laid out with the tokenizer's special tokens. Inputs are
+single sentences (the paper additionally used document context).
 """
 import numpy as np
 
 from bertjax.evaluation import conll
-from bertjax.finetune.tokenization import WordPiece
+from bertjax.finetune.tokenization import Tokenizer
 
 
-def convert_sentences(sentences: list[conll.Sentence], tokenizer: WordPiece, max_seq_length: int,
+def convert_sentences(sentences: list[conll.Sentence], tokenizer: Tokenizer, max_seq_length: int,
                       labels: tuple[str, ...] = conll.LABELS) -> dict[str, np.ndarray]:
   """Encoder inputs, `labels`/`label_weights` [N, L] (set at each word's first piece)
-  and `first_piece` [N, W]: that position per word, -1 for a word cut off by
-  `max_seq_length` or with no pieces (it is then predicted "O")."""
+  and `first_piece` [N, W]: that position per word, -1 for a word whose first piece is
+  cut off by `max_seq_length` or that has no pieces (it is then predicted "O")."""
+  layout = tokenizer.layout
+  budget = max_seq_length - layout.num_special(pair=False)
+  rows, types, firsts = [], [], []
+  for sentence in sentences:
+    pieces, first = [], {}
+    for w, word_pieces in enumerate(tokenizer.encode_words(sentence.words)):
+      if word_pieces and len(pieces) < budget:
+        first[w] = len(pieces)
+      pieces += word_pieces
+    ids, row_types, starts = layout.pack(pieces[:max(budget, 0)])
+    shift = layout.padding(len(ids), max_seq_length) + starts["A"]
+    rows.append(ids)
+    types.append(row_types)
+    firsts.append({w: p + shift for w, p in first.items()})
+  arrays = layout.to_arrays(rows, types, max_seq_length)
+  n = len(sentences)
   max_words = max((len(s.words) for s in sentences), default=1)
-  n, length = len(sentences), max_seq_length
-  arrays = {"input_ids": np.full((n, length), tokenizer.pad_id, np.int32),
-            "attention_mask": np.zeros((n, length), np.int32),
-            "token_type_ids": np.zeros((n, length), np.int32),
-            "labels": np.zeros((n, length), np.int32),
-            "label_weights": np.zeros((n, length), np.float32),
-            "first_piece": np.full((n, max_words), -1, np.int32)}
-  for row, sentence in enumerate(sentences):
-    ids = [tokenizer.cls_id]
-    for w, (pieces, tag) in enumerate(zip(tokenizer.encode_words(sentence.words),
-                                          sentence.tags)):
-      if not pieces or len(ids) + len(pieces) > length - 1:
-        continue  # cut off (or nothing to label): predicted "O"
-      arrays["first_piece"][row, w] = len(ids)
-      arrays["labels"][row, len(ids)] = labels.index(tag)
-      arrays["label_weights"][row, len(ids)] = 1.0
-      ids += pieces
-    ids.append(tokenizer.sep_id)
-    arrays["input_ids"][row, :len(ids)] = ids
-    arrays["attention_mask"][row, :len(ids)] = 1
+  arrays.update(labels=np.zeros((n, max_seq_length), np.int32),
+                label_weights=np.zeros((n, max_seq_length), np.float32),
+                first_piece=np.full((n, max_words), -1, np.int32))
+  for row, (sentence, first) in enumerate(zip(sentences, firsts)):
+    for w, position in first.items():
+      arrays["first_piece"][row, w] = position
+      arrays["labels"][row, position] = labels.index(sentence.tags[w])
+      arrays["label_weights"][row, position] = 1.0
   return arrays
 
 

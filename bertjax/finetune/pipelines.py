@@ -33,7 +33,7 @@ from bertjax.evaluation import glue as glue_eval, squad as squad_eval, swag as s
 from bertjax.finetune import feature_based, glue, loop, ner, selection, squad, submission, swag
 from bertjax.finetune import task_models
 from bertjax.objectives import downstream as objectives
-from bertjax.finetune.tokenization import WordPiece
+from bertjax.finetune.tokenization import Tokenizer
 
 PREDICTIONS_DIR = "predictions"
 
@@ -123,7 +123,7 @@ def _fit_task(task: task_models.TaskModel, objective, arrays, options: Options,
   return tuner, chosen, report
 
 
-def run_glue(task_name: str, encoder: encoders.Encoder, tokenizer: WordPiece,
+def run_glue(task_name: str, encoder: encoders.Encoder, tokenizer: Tokenizer,
              options: Options) -> dict[str, Any]:
   task = glue_eval.get_task(task_name)
   model = task_models.build(
@@ -177,7 +177,7 @@ def run_glue(task_name: str, encoder: encoders.Encoder, tokenizer: WordPiece,
   return report
 
 
-def run_squad(task_name: str, encoder: encoders.Encoder, tokenizer: WordPiece,
+def run_squad(task_name: str, encoder: encoders.Encoder, tokenizer: Tokenizer,
               options: Options) -> dict[str, Any]:
   """SQuAD from one JSON file split by article: the first `squad_train_articles`
   articles train, the rest evaluate (here: the public v1.1 dev set, as no train
@@ -239,7 +239,7 @@ _NER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _NER_TRAIN = _NER_INPUTS + ("labels", "label_weights")
 
 
-def _ner_data(tokenizer: WordPiece, options: Options, skips: readers.SkipLog):
+def _ner_data(tokenizer: Tokenizer, options: Options, skips: readers.SkipLog):
   train = conll.read_sentences(conll.path("train", options.data_dir), skips)
   dev = conll.read_sentences(conll.path("dev", options.data_dir), skips)
   train, dev = train[:options.max_train_examples], dev[:options.max_eval_examples]
@@ -255,7 +255,7 @@ def _ner_scores(tuner, sentences, arrays) -> tuple[dict[str, Any], list[list[str
           ner.word_tags(logits, arrays["first_piece"], sentences))
 
 
-def run_ner(encoder: encoders.Encoder, tokenizer: WordPiece, options: Options) -> dict[str, Any]:
+def run_ner(encoder: encoders.Encoder, tokenizer: Tokenizer, options: Options) -> dict[str, Any]:
   """CoNLL-2003: fine-tune on the first N training sentences, select on dev; the test
   file (public, with gold tags) is scored and predicted with the selected params."""
   model = task_models.build(encoder, task_models.TOKENS, conll.LABELS,
@@ -290,7 +290,7 @@ def run_ner(encoder: encoders.Encoder, tokenizer: WordPiece, options: Options) -
   return report
 
 
-def run_feature_based(encoder: encoders.Encoder, tokenizer: WordPiece, options: Options,
+def run_feature_based(encoder: encoders.Encoder, tokenizer: Tokenizer, options: Options,
                       mode: str) -> dict[str, Any]:
   """BERT Table 7 on CoNLL-2003: frozen encoder, BiLSTM tagger per feature choice, each
   selected on dev by epoch (checkpoints under OUTPUT_DIR/feature_<mode>/).
@@ -336,7 +336,7 @@ def run_feature_based(encoder: encoders.Encoder, tokenizer: WordPiece, options: 
   return report
 
 
-def run_swag(encoder: encoders.Encoder, tokenizer: WordPiece, options: Options) -> dict[str, Any]:
+def run_swag(encoder: encoders.Encoder, tokenizer: Tokenizer, options: Options) -> dict[str, Any]:
   """SWAG (regular/train.csv, val.csv under DATA_DIR/swag): 4-way multiple choice."""
   model = task_models.build(encoder, task_models.CHOICES, pooling=options.pooling,
                             fresh_head=options.fresh_head)

@@ -14,8 +14,10 @@ dataclasses' defaults and the gin files stay the one source of values. Bad bindi
 (unknown names, wrong types, a missing task / checkpoint) fail before anything loads.
 
 --checkpoint (FinetuneRun.init_checkpoint) is a `python -m bertjax.convert` output, a
-Hugging Face folder, or a `python -m bertjax.main` model_dir; its tokenizer files are
-used unless --tokenizer is given (a pretraining model_dir has none: give --tokenizer).
+Hugging Face folder, or a `python -m bertjax.main` model_dir (which keeps the vocabulary
+it trained on); its tokenizer files are used unless --tokenizer is given. Inputs are laid
+out as that tokenizer lays them out (BERT's [CLS] A [SEP] B [SEP], RoBERTa's
+<s> A </s></s> B </s>, XLNet's A <sep> B <sep> <cls> padded on the left...).
 Tasks: the GLUE names (cola sst2 mrpc qqp stsb mnli qnli rte wnli), squad11, squad20,
 conll2003, swag; `--feature_mode=...` trains a head on frozen features instead (BERT
 Table 7). OUTPUT_DIR gets results.json (metrics of every epoch, the best one, sizes,
@@ -40,8 +42,7 @@ from bertjax.configurables import typechecked
 from bertjax.checkpoints import encoders
 from bertjax.checkpoints.formats import open_model
 from bertjax.evaluation import glue
-from bertjax.finetune import feature_based, loop, pipelines
-from bertjax.finetune.tokenization import WordPiece
+from bertjax.finetune import feature_based, loop, pipelines, tokenization
 from bertjax.hf import files
 from bertjax.layers.embeddings import check_length
 from bertjax.models.common.config import max_positions
@@ -159,7 +160,7 @@ def configure(gin_files: list[str], gin_params: list[str]) -> tuple[FinetuneRun,
   return FinetuneRun(), pipelines.Options(finetune=loop.FinetuneConfig())
 
 
-def run_task(task: str, encoder: encoders.Encoder, tokenizer: WordPiece,
+def run_task(task: str, encoder: encoders.Encoder, tokenizer: tokenization.Tokenizer,
              options: pipelines.Options, feature_mode: str | None = None) -> dict:
   if feature_mode:
     if task != "conll2003":
@@ -195,7 +196,7 @@ def run(config: FinetuneRun, options: pipelines.Options, start: float | None = N
   check_length(options.max_seq_length, limit, "Options.max_seq_length (--max_seq_length)",
                f"Pass --max_seq_length <= {limit}, the encoder's position table")
   files.check_tokenizer_files(config.tokenizer or encoder.tokenizer_dir)
-  tokenizer = WordPiece.from_path(config.tokenizer or encoder.tokenizer_dir)
+  tokenizer = tokenization.for_model(encoder, config.tokenizer)
   if options.output_dir:
     os.makedirs(options.output_dir, exist_ok=True)
     with open(os.path.join(options.output_dir, "config.gin"), "w") as f:

@@ -1,14 +1,16 @@
 """SQuAD 1.1 / 2.0: sliding-window features and span post-processing.
 
 Following the BERT paper (Sec. 4.2-4.3): the question and a window of the context are
-packed as `[CLS] question [SEP] context [SEP]`; a start vector S and end vector E score
+packed as a pair in the tokenizer's layout (`[CLS] question [SEP] context [SEP]` for BERT;
+XLNet, which pads on the left, puts the context first: `context <sep> question <sep>
+<cls>`, as transformers' run_qa does); a start vector S and end vector E score
 every context token (`heads.SpanExtractor`). Contexts longer than the window are
 split with a document stride, and each context token is scored only in the window
 where it has the most context on both sides. A span (i, j) scores S.T_i + E.T_j,
 with j >= i and at most `max_answer_length` tokens, searched among each window's
-n-best starts and ends. For 2.0 the null score s_null = S.C + E.C (at [CLS]) is
-compared with the best span: answer "" when s_null - s_best > tau; tau is tuned on
-dev (`bertjax.evaluation.squad.best_threshold`).
+n-best starts and ends. For 2.0 the null score s_null = S.C + E.C (C: the classifier
+token, e.g. [CLS]) is compared with the best span: answer "" when s_null - s_best > tau;
+tau is tuned on dev (`bertjax.evaluation.squad.best_threshold`).
 
 Character offsets from the tokenizer map answers to tokens and back, so predicted
 text is an exact substring of the context. Reading the files and the official scoring
@@ -20,7 +22,7 @@ import dataclasses
 import numpy as np
 
 from bertjax.evaluation.squad import SquadExample
-from bertjax.finetune.tokenization import WordPiece
+from bertjax.finetune.tokenization import Tokenizer
 
 
 def _windows(num_tokens: int, max_tokens: int, stride: int) -> list[tuple[int, int]]:
@@ -47,25 +49,36 @@ def _max_context(windows: list[tuple[int, int]], window: int, token: int) -> boo
   return best == window
 
 
-def convert_examples(examples: list[SquadExample], tokenizer: WordPiece, max_seq_length: int,
+def convert_examples(examples: list[SquadExample], tokenizer: Tokenizer, max_seq_length: int,
                      doc_stride: int, max_query_length: int,
                      training: bool) -> dict[str, np.ndarray]:
-  """One row per (question, window). Besides the encoder inputs:
+  """One row per (question, window), laid out as the tokenizer lays out pairs. Besides the
+  encoder inputs:
 
   * `example_index` [F]: row of `examples`;
   * `offsets` [F, L, 2]: the context character span of each position, -1 elsewhere;
   * `max_context` [F, L]: positions this window is the best one to score;
+  * `cls_index` [F]: the classifier token's position, which stands for "no answer";
   * `start_positions`, `end_positions` [F] (training): the answer's first/last token,
-    or 0 ([CLS]) when the window does not contain it or there is no answer. Training
+    or `cls_index` when the window does not contain it or there is no answer. Training
     questions without an aligned answer (and not impossible) are left out.
   """
+  layout = tokenizer.layout
+  if tokenizer.cls_id is None:
+    raise ValueError(f"{tokenizer.source}: its inputs hold no classifier token (cls_token), "
+                     "where SQuAD points questions without an answer; give a tokenizer with "
+                     "one (--tokenizer=FOLDER).")
+  # The question first, as BERT does, unless the tokenizer pads on the left (XLNet): then
+  # the context comes first, as transformers' run_qa feeds it.
+  question_first = layout.padding_side == "right"
+  context_segment = "B" if question_first else "A"
   rows = collections.defaultdict(list)
   for index, example in enumerate(examples):
     if training and not example.is_impossible and not example.answer_spans:
       continue
     question = tokenizer.encode(example.question)[:max_query_length]
     context, offsets = tokenizer.encode_with_offsets(example.context)
-    budget = max_seq_length - len(question) - 3
+    budget = max_seq_length - len(question) - layout.num_special(pair=True)
     if budget <= 0:
       raise ValueError(f"max_seq_length={max_seq_length} leaves no room for context after a "
                        f"{len(question)}-token question; raise it or lower max_query_length.")
@@ -76,33 +89,34 @@ def convert_examples(examples: list[SquadExample], tokenizer: WordPiece, max_seq
       inside = [i for i, (s, e) in enumerate(offsets) if s < end_char and e > start_char]
       answer = (inside[0], inside[-1]) if inside else None
     for w, (start, length) in enumerate(windows):
-      ids = [tokenizer.cls_id, *question, tokenizer.sep_id, *context[start:start + length],
-             tokenizer.sep_id]
-      first = len(question) + 2  # position of the window's first context token
-      pad = max_seq_length - len(ids)
+      window = context[start:start + length]
+      ids, types, starts = layout.pack(*((question, window) if question_first
+                                         else (window, question)))
+      shift = layout.padding(len(ids), max_seq_length)
+      first = shift + starts[context_segment]  # position of the window's first context token
+      cls_index = shift + ids.index(tokenizer.cls_id)
       row_offsets = np.full((max_seq_length, 2), -1, np.int32)
       row_offsets[first:first + length] = offsets[start:start + length]
       row_max = np.zeros(max_seq_length, bool)
       row_max[first:first + length] = [_max_context(windows, w, start + t) for t in range(length)]
-      rows["input_ids"].append(ids + [tokenizer.pad_id] * pad)
-      rows["attention_mask"].append([1] * len(ids) + [0] * pad)
-      rows["token_type_ids"].append([0] * first + [1] * (length + 1) + [0] * pad)
+      rows["ids"].append(ids)
+      rows["types"].append(types)
       rows["example_index"].append(index)
       rows["offsets"].append(row_offsets)
       rows["max_context"].append(row_max)
+      rows["cls_index"].append(cls_index)
       if training:
         if answer and start <= answer[0] and answer[1] < start + length:
           positions = (answer[0] - start + first, answer[1] - start + first)
         else:
-          positions = (0, 0)
+          positions = (cls_index, cls_index)
         rows["start_positions"].append(positions[0])
         rows["end_positions"].append(positions[1])
   if not rows:
     raise ValueError("No SQuAD features: every question was skipped or the list is empty.")
-  arrays = {k: np.asarray(v) for k, v in rows.items()}
-  for k in ("input_ids", "attention_mask", "token_type_ids", "example_index", "offsets"):
-    arrays[k] = arrays[k].astype(np.int32)
-  for k in ("start_positions", "end_positions"):
+  arrays = layout.to_arrays(rows.pop("ids"), rows.pop("types"), max_seq_length)
+  arrays.update({k: np.asarray(v) for k, v in rows.items()})
+  for k in ("example_index", "offsets", "cls_index", "start_positions", "end_positions"):
     if k in arrays:
       arrays[k] = arrays[k].astype(np.int32)
   return arrays
@@ -112,7 +126,7 @@ def convert_examples(examples: list[SquadExample], tokenizer: WordPiece, max_seq
 class SpanPrediction:
   text: str
   score: float       # best span score S.T_i + E.T_j ("" with -inf when none is valid)
-  null_score: float  # min over windows of S.C + E.C
+  null_score: float  # min over windows of S.C + E.C (C: the classifier token)
 
   @property
   def null_margin(self) -> float:
@@ -128,7 +142,8 @@ def postprocess(examples: list[SquadExample], features: dict[str, np.ndarray],
   for row, index in enumerate(features["example_index"]):
     offsets, max_context = features["offsets"][row], features["max_context"][row]
     starts_l, ends_l = start_logits[row], end_logits[row]
-    null = float(starts_l[0] + ends_l[0])
+    cls_index = features["cls_index"][row]
+    null = float(starts_l[cls_index] + ends_l[cls_index])
     valid = offsets[:, 0] >= 0
     # n-best candidates among context positions only.
     context_positions = np.flatnonzero(valid)

@@ -93,11 +93,13 @@ def save_sentence_model(directory: str | os.PathLike, encoder_model, config: Sen
 class Tokenizer:
   """A Hugging Face `tokenizers` tokenizer used for whole batches, without padding."""
 
-  def __init__(self, backend):
+  def __init__(self, backend, pad_id: int | None = None):
     self.backend = backend
     self.backend.no_padding()
-    padding_token = "[PAD]" if backend.token_to_id("[PAD]") is not None else "<pad>"
-    self.pad_id = int(backend.token_to_id(padding_token) or 0)
+    if pad_id is None:
+      padding_token = "[PAD]" if backend.token_to_id("[PAD]") is not None else "<pad>"
+      pad_id = backend.token_to_id(padding_token)
+    self.pad_id = int(pad_id or 0)
 
   def encode(self, sentences: Sequence[str], max_length: int) -> tuple[list[np.ndarray], int]:
     """Ids with special tokens, each at most max_length long; and how many were cut."""
@@ -108,19 +110,9 @@ class Tokenizer:
 
 
 def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
-  """tokenizer.json if present, else a WordPiece tokenizer over vocab.txt."""
-  import tokenizers  # Local: heavy-ish, and only encoding needs it.
-  root = pathlib.Path(directory)
-  if (root / "tokenizer.json").exists():
-    return Tokenizer(tokenizers.Tokenizer.from_file(str(root / "tokenizer.json")))
-  if (root / "vocab.txt").exists():
-    lowercase = True
-    config_file = root / "tokenizer_config.json"
-    if config_file.exists():
-      lowercase = json.loads(config_file.read_text()).get("do_lower_case", True)
-    wordpiece = tokenizers.BertWordPieceTokenizer(str(root / "vocab.txt"), lowercase=lowercase)
-    return Tokenizer(wordpiece._tokenizer)  # the underlying tokenizers.Tokenizer
-  raise FileNotFoundError(f"No tokenizer in {root}: expected tokenizer.json or vocab.txt "
-                          "(`python -m bertjax.convert` copies them next to the weights).")
-
-
+  """The folder's reference tokenizer with its special tokens (`bertjax.data.hf_tokenizer`:
+  tokenizer.json, else vocab.txt, a SentencePiece model or vocab.json + merges.txt, as
+  their tokenizer class builds them)."""
+  from bertjax.data import hf_tokenizer  # Local: only encoding needs it.
+  folder = hf_tokenizer.load(directory)
+  return Tokenizer(folder.tokenizer, folder.token_id("pad"))

@@ -11,6 +11,7 @@ position exactly by skipping the batches it already consumed.
 import itertools
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
+from absl import logging
 import gin
 import jax
 import numpy as np
@@ -37,6 +38,32 @@ def task_dataset(task_name: str, split: str, batch_size: int, sequence_length: i
                            num_shards=num_shards, pack=pack, shuffle=train,
                            num_epochs=None if train else 1, drop_remainder=train,
                            vocabulary=vocabulary, source=source)
+
+
+def task_vocabulary(data_fn: DataFn):
+  """The vocabulary `data_fn` tokenizes with when it is `task_dataset` (its gin-bound
+  `vocabulary`, else the recipes' default); None for any other data function."""
+  if data_fn is not task_dataset:
+    return None
+  from bertjax.data import recipes  # Local: imports TensorFlow and the task registry.
+  return gin.get_bindings(task_dataset).get("vocabulary") or recipes.default_vocabulary()
+
+
+def save_vocabulary(data_fn: DataFn, task_name: str | None, model_dir: str) -> list[str]:
+  """Writes the vocabulary of `task_name` into `model_dir` as Hugging Face tokenizer files
+  (`bertjax.data.vocabulary_files`), laid out as the recipe lays out its inputs, so the
+  run fine-tunes without naming its vocabulary. Only process 0 writes; nothing is written
+  for data functions other than `task_dataset`, and a vocabulary that tokenizer files cannot
+  hold is only logged (fine-tuning then asks for --tokenizer). Returns the files' names."""
+  vocabulary = task_vocabulary(data_fn) if task_name else None
+  if vocabulary is None or jax.process_index() != 0:
+    return []
+  from bertjax.data import recipes, vocabulary_files  # Local: TensorFlow, as above.
+  try:
+    return vocabulary_files.save(vocabulary, model_dir, recipes.lookup(task_name).layout)
+  except ValueError as e:
+    logging.warning("The vocabulary is not saved into %s: %s", model_dir, e)
+    return []
 
 
 class HostShard(NamedTuple):

@@ -286,6 +286,8 @@ class Trainer:
     if resume is not None and resume >= self.num_train_steps:
       return self._finished(resume, evaluate)
     dataset = self._dataset(self.train_task, "train", self.batch_size)
+    # The vocabulary travels with the run: fine-tuning reads it from model_dir.
+    train_inputs.save_vocabulary(self.data_fn, self.train_task, self.model_dir)
     consumed = self.checkpoints.batches_consumed(resume)
     batches = train_inputs.iterate(dataset, skip=consumed)
     first = next(batches, None)  # Shapes for the abstract state; then trained on, not dropped.

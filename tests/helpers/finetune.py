@@ -84,3 +84,37 @@ def write_stsb(data_dir, train_rows: int = 8, dev_rows: int = 4) -> str:
     with open(os.path.join(folder, f"{split}.tsv"), "w") as f:
       f.write("\n".join(rows) + "\n")
   return str(data_dir)
+
+
+# SentencePiece folders as transformers' XLNetTokenizer / DebertaV2Tokenizer load them (no
+# real XLNet or DeBERTa-v3 tokenizer ships with the shared data): a small model trained on
+# the embedded corpus, its file name and the tokenizer class.
+SENTENCEPIECE_FOLDERS = {
+    "xlnet": ("spiece.model", {"tokenizer_class": "XLNetTokenizer"},
+              ("<cls>", "<sep>", "<mask>", "<eod>", "<eop>")),
+    "deberta_v3": ("spm.model", {"tokenizer_class": "DebertaV2Tokenizer", "pad_token": "<pad>",
+                                 "unk_token": "<unk>"}, ("[CLS]", "[SEP]", "[MASK]")),
+}
+
+
+def sentencepiece_folder(kind: str, vocab_size: int = 800) -> str:
+  """A tokenizer folder of `kind` (SENTENCEPIECE_FOLDERS), trained once and kept in the
+  corpus cache (the corpus is deterministic, so the model is too)."""
+  import shutil
+  import tempfile
+  from bertjax.data import corpus, vocab_training
+  file_name, config, control_symbols = SENTENCEPIECE_FOLDERS[kind]
+  folder = corpus.cache_dir() / f"test_{kind}_sentencepiece_{vocab_size}"
+  if not (folder / file_name).is_file():
+    tmp = tempfile.mkdtemp(prefix=f"{kind}_sentencepiece_")
+    vocab_training.train_sentencepiece(corpus.sentences("train")[:3000], vocab_size, tmp,
+                                       control_symbols=control_symbols)
+    os.replace(os.path.join(tmp, "spiece.model"), os.path.join(tmp, file_name))
+    os.remove(os.path.join(tmp, "spiece.vocab"))
+    with open(os.path.join(tmp, "tokenizer_config.json"), "w") as f:
+      json.dump(config, f)
+    try:
+      os.replace(tmp, folder)
+    except OSError:  # another test process got there first
+      shutil.rmtree(tmp, ignore_errors=True)
+  return str(folder)

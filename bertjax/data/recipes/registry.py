@@ -44,6 +44,9 @@ class Recipe:
     (`preprocessors.streams`, XLNet's segment recurrence): `preprocessors` is called
     with the host-local `batch_size`, and get_dataset batches the examples in the
     order they come (documents are still shuffled; examples are not).
+  layout: where the recipe puts the classifier and separator tokens, which fine-tuning
+    repeats (`data.vocabulary_files`): 'bert' ([CLS] A [SEP] B [SEP]) or 'xlnet'
+    (A <sep> B <sep> <cls>).
   """
   name: str
   preprocessors: Callable[[seqio.Vocabulary], Sequence[Preprocessor]]
@@ -53,6 +56,7 @@ class Recipe:
   static: bool = False
   pack: bool = True
   row_streams: bool = False
+  layout: str = "bert"
 
 
 _RECIPES: dict[str, Recipe] = {}
@@ -65,7 +69,8 @@ def encoder_lengths(sequence_length: SeqLen) -> Mapping[str, int]:
 
 
 def register(name: str, preprocessors, features, converter, sequence_lengths=encoder_lengths,
-             static: bool = False, pack: bool = True, row_streams: bool = False) -> Recipe:
+             static: bool = False, pack: bool = True, row_streams: bool = False,
+             layout: str = "bert") -> Recipe:
   """Adds (or replaces) a named recipe; `get_task(name)` then builds it.
 
   E.g. for T5 span corruption:
@@ -77,7 +82,7 @@ def register(name: str, preprocessors, features, converter, sequence_lengths=enc
         sequence_lengths=lambda n: {'inputs': n, 'targets': n // 4})
   """
   recipe = Recipe(name, preprocessors, dict(features), converter, sequence_lengths, static,
-                  pack, row_streams)
+                  pack, row_streams, layout)
   _RECIPES[name] = recipe
   return recipe
 

@@ -48,4 +48,4 @@ def _xlnet_converter(vocab, pack):
 
 
 registry.register("xlnet_plm", xlnet_preprocessors, _XLNET_FEATURES, _xlnet_converter,
-                  sequence_lengths=xlnet_lengths, pack=False, row_streams=True)
+                  sequence_lengths=xlnet_lengths, pack=False, row_streams=True, layout="xlnet")

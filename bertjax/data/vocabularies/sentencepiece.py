@@ -68,6 +68,12 @@ class SentencePieceVocabulary(RoleIdsMixin, seqio.SentencePieceVocabulary):
         c for c in text_rules.WHITESPACE_CHARS
         if whitespace_split and self.tokenizer.Normalize(f"a{c}b") == self.tokenizer.Normalize("ab"))
 
+  @property
+  def normalization(self) -> dict:
+    """How text is prepared for the model (hf_tokenizer.sentencepiece_tokenizer's flags)."""
+    return dict(lower_case=self._lower_case, strip_accents=self._strip_accents,
+                normalize_quotes=self._normalize_quotes, whitespace_split=self._whitespace_split)
+
   def _normalizer(self) -> tokenizers.normalizers.Normalizer:
     """HF's pre-sentencepiece normalisation, for the python path."""
     steps = []
