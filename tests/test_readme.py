@@ -97,14 +97,23 @@ NOT_RUN = {
     "pytest": "the suite itself (this file is part of it); checked: .ci/run runs this "
                         "exact command and pytest-xdist (-n, --dist) is installed",
 }
+# Commands another test file reads from this README and runs (module -> that file).
+RUN_ELSEWHERE = {
+    "bertjax.distill.student": "tests/distill/test_student.py",
+    "bertjax.distill.speed": "tests/distill/test_student.py",
+}
 
 
 def test_every_readme_command_has_a_runner():
   commands = all_shell_commands()
   assert len(commands) >= 10, commands
-  unknown = [c for c in commands if module_of(c) not in TINY_FLAGS and module_of(c) not in NOT_RUN]
+  known = {**TINY_FLAGS, **NOT_RUN, **RUN_ELSEWHERE}
+  unknown = [c for c in commands if module_of(c) not in known]
   assert not unknown, (f"README commands without a runner in {__file__}: {unknown}; add their "
                        "module's tiny flags to TINY_FLAGS (or, for a real reason, to NOT_RUN)")
+  for module, test_file in RUN_ELSEWHERE.items():
+    source = (paths.REPO_ROOT / test_file).read_text()
+    assert "README.md" in source and module in source, (module, test_file)
 
 
 def test_install_and_test_commands_are_what_ci_runs():
