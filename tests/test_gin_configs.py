@@ -140,7 +140,10 @@ RECIPES = readme_recipes()
 TINY = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, head_dim=16,
             num_decoder_layers=2, embedding_size=16, sbo_position_size=16, mem_len=16,
             encoder_layers=2, decoder_layers=2, encoder_heads=2, decoder_heads=2,
-            encoder_ffn_size=64, decoder_ffn_size=64)
+            encoder_ffn_size=64, decoder_ffn_size=64, projection_dim=16, cell_size=32,
+            char_embed_dim=4, filters=((1, 4), (2, 8)))
+# ELMo's softmax is the word vocabulary (the paper's has 793,471 words): shrunk with it.
+ELMO_WORDS = 1000
 # A few steps of small batches, a checkpoint at the end, no evaluation.
 TINY_RUN = ["Trainer.num_train_steps = 2", "Trainer.batch_size = 8",
             "Trainer.sequence_length = 32", "XLNET_SEQUENCE_LENGTH = 32", "XLNET_REUSE_LEN = 16",
@@ -193,6 +196,9 @@ def shrink_models(sizes: dict | None = None) -> None:
 def train_recipe(files, bindings, model_dir: pathlib.Path, sizes: dict | None = None) -> dict:
   """Trains a tiny model of a gin combination for 2 steps on its recipe's real data path
   (the embedded corpus through the recipe's vocabulary and preprocessors)."""
+  if "objectives/bilm.gin" in files:  # ELMo's word softmax: a small vocabulary and model
+    bindings = [*bindings, f"lm_word_vocabulary.size = {ELMO_WORDS - 4}"]
+    sizes = {**(sizes or {}), "": {**(sizes or {}).get("", {}), "vocab_size": ELMO_WORDS}}
   main.parse_gin(list(files), TINY_RUN + list(bindings))
   shrink_models(sizes)
   job = trainer.Trainer(model_dir=str(model_dir))
