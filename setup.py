@@ -25,6 +25,7 @@ INSTALL_REQUIRES = [
     "tqdm>=4.66",
     "matplotlib>=3.8",
     "faiss-cpu>=1.8",
+    "gensim>=4.3",  # word2vec / fastText baselines beside ELMo
     "langdetect>=1.0.9",  # C4 cleaning: English detection
 ]
 

@@ -124,8 +124,14 @@ class RunCheckpoints:
   def _seal(self, step: int) -> None:
     try:
       self._manager.wait_until_finished()
-      if jax.process_index() == 0:
-        integrity.seal(self.step_dir(step))
+      step_dir = self.step_dir(step)
+      if jax.process_index() == 0 and os.path.isdir(step_dir):
+        try:
+          integrity.seal(step_dir)
+        except FileNotFoundError:
+          if os.path.isdir(step_dir):
+            raise
+          # Keep-best retention deleted the step (worse than the kept ones): nothing to seal.
     except BaseException as e:  # pylint: disable=broad-except
       self._seal_error = e
 
