@@ -23,6 +23,7 @@ import os
 import re
 from typing import Callable, Mapping, Optional
 
+import gin
 import tokenizers
 from sentencepiece import sentencepiece_model_pb2
 from tokenizers import normalizers, pre_tokenizers, processors
@@ -249,7 +250,10 @@ def _from_vocabulary_files(folder: str, config: dict) -> tuple[tokenizers.Tokeni
         "model was trained with.")
   # WordPiece and byte-level BPE: the vocabularies build the reference pipeline already
   # (imported here: they bring TensorFlow, which tokenizer.json folders do not need).
-  from bertjax.data import hf_vocabulary  # pylint: disable=g-import-not-at-top
+  # Importing registers gin configurables, which gin refuses once a run has locked its
+  # config (fine-tuning reads its tokenizer after parsing gin): registration is not binding.
+  with gin.unlock_config():
+    from bertjax.data import hf_vocabulary  # pylint: disable=g-import-not-at-top
   tok = tokenizers.Tokenizer.from_str(hf_vocabulary.vocab_from_hf(folder).tokenizer.to_str())
   kind = "wordpiece" if source == "vocab.txt" else "bpe"
   return tok, os.path.join(folder, source), _style(config, kind, folder, tok.get_vocab())

@@ -54,6 +54,10 @@ class Tokenizer:
           "index past its embedding table. Fine-tune with the tokenizer the model was "
           "trained with (--tokenizer=FOLDER).")
 
+  def token_id(self, token: str) -> int | None:
+    """The id of one vocabulary entry (e.g. "[MASK]"), None if the vocabulary lacks it."""
+    return self._tok.token_to_id(token)
+
   def encode(self, text: str) -> list[int]:
     return self._tok.encode(text, add_special_tokens=False).ids
 

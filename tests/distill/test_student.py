@@ -126,7 +126,7 @@ def test_teacher_scores_equal_the_fine_tuned_classifier_on_its_own_features(read
   assert teacher.task.name == "sst2" and teacher.max_seq_length == 16
   texts = [(POSITIVE[0],), (NEGATIVE[1],), ("a [MASK] is playing",)]
   arrays = teacher.arrays(texts)
-  assert arrays["input_ids"][2, 2] == teacher.tokenizer._special("[MASK]")
+  assert arrays["input_ids"][2, 2] == teacher.tokenizer.token_id("[MASK]")
   direct = teacher.module.apply({"params": teacher.params}, **arrays)["logits"]
   np.testing.assert_allclose(teacher.logits(texts), direct, atol=1e-5)
   # transfer.jsonl holds these logits for its own texts (an augmented copy among them).

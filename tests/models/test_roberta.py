@@ -77,10 +77,7 @@ def test_trains_under_its_gin_recipe(tmp_path):
   records = pretraining_helpers.train(
       tmp_path, ["runs/roberta_pretrain.gin", "models/roberta_base.gin",
                  "objectives/roberta_mlm.gin"],
-      [f"build_model.config_overrides = {{{pretraining_helpers.TINY}}}",
-       # The tiny model's small WordPiece instead of the recipe's 50k byte-level BPE
-       # (which tests/train/test_inputs.py checks the recipe selects).
-       "bertjax.train.inputs.task_dataset.vocabulary = None"])
+      [f"build_model.config_overrides = {{{pretraining_helpers.TINY}}}"])
   operative = (tmp_path / "operative_config.gin").read_text()
   assert "adamw.b2 = 0.98" in operative and "'roberta_mlm'" in operative
   loss = pretraining_helpers.early_late(records, "loss")
