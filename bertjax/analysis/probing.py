@@ -124,9 +124,10 @@ def _fit(loss_fn, params, steps: int, learning_rate: float):
   return jax.lax.fori_loop(0, steps, body, (params, tx.init(params)))[0]
 
 
-@jax.jit
 def _xent(logits, labels):
-  return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+  """Mean cross-entropy; one-hot targets (a gather's gradient is a slow scatter on CPU)."""
+  one_hot = jax.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype)
+  return -(jax.nn.log_softmax(logits) * one_hot).sum(-1).mean()
 
 
 def layer_probes(x_train: np.ndarray, y_train: np.ndarray, x_dev: np.ndarray, y_dev: np.ndarray,
