@@ -101,6 +101,7 @@ NOT_RUN = {
 RUN_ELSEWHERE = {
     "bertjax.distill.student": "tests/distill/test_student.py",
     "bertjax.distill.speed": "tests/distill/test_student.py",
+    "bertjax.analysis": "tests/analysis/test_cli.py",
 }
 
 

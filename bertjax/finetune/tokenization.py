@@ -81,6 +81,10 @@ class Tokenizer:
   def decode(self, ids: Sequence[int]) -> str:
     return self._tok.decode(list(ids))
 
+  def tokens(self, ids: Sequence[int]) -> list[str]:
+    """Each id's token string (its vocabulary entry, e.g. `[CLS]`, `##s`)."""
+    return [self._tok.id_to_token(int(i)) or "" for i in ids]
+
 
 WordPiece = Tokenizer  # the earlier, WordPiece-only name
 

@@ -15,7 +15,8 @@ from bertjax.inference import decoding, runners
 from bertjax.inference.config import GenerationConfig
 from bertjax.hf import io, mapping, registry
 from bertjax.hf.family import Family
-from bertjax.models.common import task_heads
+from bertjax.hf.seq2seq import Seq2SeqFamily
+from bertjax.models.common import attention_maps, task_heads
 from bertjax.layers.embeddings import check_length
 from bertjax.models.common.config import max_positions
 
@@ -35,13 +36,29 @@ class HFModel:
   module: nn.Module
   params: Any
 
-  def __call__(self, **inputs) -> dict[str, np.ndarray]:
+  def __call__(self, *, output_attentions: bool = False, head_mask=None,
+               decoder_head_mask=None, cross_attn_head_mask=None,
+               **inputs) -> dict[str, np.ndarray]:
+    """output_attentions: also each layer's attention probabilities, as one array
+    [layers, batch, heads, query, key] per name (`attentions`; `encoder_attentions`,
+    `decoder_attentions`, `cross_attentions` for T5 / BART). head_mask /
+    decoder_head_mask / cross_attn_head_mask: [layers, heads], multiplying each head's
+    probabilities (1 keeps it, 0 drops it), as transformers' head_mask did
+    (bertjax.models.common.attention_maps)."""
     inputs = self.family.prepare_inputs(inputs)
     self._check_positions(inputs)
     arrays = {k: jnp.asarray(v) for k, v in inputs.items() if v is not None and _is_array(v)}
     static = tuple(sorted((k, v) for k, v in inputs.items() if v is not None and not _is_array(v)))
-    outputs = _apply(self.module, static)(self.params, arrays)
-    return {k: np.asarray(v) for k, v in self.family.outputs(self.architecture, outputs).items()}
+    masks = {k: v for k, v in (("head_mask", head_mask), ("decoder_head_mask", decoder_head_mask),
+                               ("cross_attn_head_mask", cross_attn_head_mask)) if v is not None}
+    if output_attentions or masks:
+      outputs = _apply_looking(self.module, static, bool(output_attentions),
+                               isinstance(self.family, Seq2SeqFamily))(self.params, arrays, masks)
+    else:
+      outputs = _apply(self.module, static)(self.params, arrays)
+    result = self.family.outputs(self.architecture, outputs)
+    result.update({k: v for k, v in outputs.items() if k in attention_maps.MASK_ARGUMENTS})
+    return {k: np.asarray(v) for k, v in result.items()}
 
   def generate(self, input_ids, attention_mask=None, **kwargs) -> np.ndarray:
     """Token ids as transformers' `generate` returns them (greedy, beam search, sampling;
@@ -92,6 +109,14 @@ def _is_array(value) -> bool:
 @functools.lru_cache(maxsize=64)
 def _apply(module: nn.Module, static: tuple):
   return jax.jit(lambda params, arrays: module.apply({"params": params}, **arrays, **dict(static)))
+
+
+@functools.lru_cache(maxsize=64)
+def _apply_looking(module: nn.Module, static: tuple, output_attentions: bool,
+                   encoder_decoder: bool):
+  return jax.jit(lambda params, arrays, masks: attention_maps.apply(
+      module, {"params": params}, output_attentions=output_attentions,
+      encoder_decoder=encoder_decoder, **masks, **arrays, **dict(static)))
 
 
 def expected_shapes(family: Family, module: nn.Module, config: Any) -> dict[str, tuple]:

@@ -3,6 +3,11 @@
 Masks are boolean and broadcastable to [batch, heads, q_length, kv_length]; True means
 "may attend". Relative-position schemes (T5 buckets, DeBERTa, XLNet) plug in through
 `bias`, an additive term of the same broadcast shape added to the logits.
+
+Looking inside (bertjax.analysis): every attention layer passes its probabilities through
+`observe`, which multiplies them by a head mask when the caller supplies one (the
+`head_mask` collection) and records them when the caller asks (the `intermediates`
+collection made mutable). Neither adds anything to the computation otherwise.
 """
 from typing import Optional
 
@@ -100,9 +105,7 @@ class MultiHeadAttention(nn.Module):
       mask = combine_masks(mask, filled)
 
     probs = attention_probs(query, key, mask, bias, self.scale_logits)
-    if not deterministic and self.dropout_rate > 0:
-      keep = jax.random.bernoulli(self.make_rng("dropout"), 1.0 - self.dropout_rate, probs.shape)
-      probs = jnp.where(keep, probs / (1.0 - self.dropout_rate), 0.0)
+    probs = observe(self, attention_dropout(self, probs, self.dropout_rate, deterministic))
     context = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(self.dtype), value)
     context = nn.with_logical_constraint(context, ("batch", "length", "heads", "kv"))
 
@@ -127,3 +130,34 @@ def attention_probs(query: jax.Array, key: jax.Array, mask: Optional[jax.Array] 
   if mask is not None:
     logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
   return jax.nn.softmax(logits, axis=-1)
+
+
+# The collections of `observe`: a head mask read from HEAD_MASK (variable HEAD_MASK_NAME,
+# [heads], stacked [layers, heads] over a scanned stack), probabilities written to
+# INTERMEDIATES (name PROBS_NAME, [batch, heads, query, key]).
+HEAD_MASK = "head_mask"
+HEAD_MASK_NAME = "head_mask"
+INTERMEDIATES = "intermediates"
+PROBS_NAME = "attention_probs"
+# What a scanned layer stack adds to its `variable_axes` so both come out per layer.
+ANALYSIS_AXES = {HEAD_MASK: 0, INTERMEDIATES: 0}
+
+
+def attention_dropout(module: nn.Module, probs: jax.Array, rate: float, deterministic: bool) -> jax.Array:
+  """Attention dropout on the probabilities (inverted: kept entries scaled by 1 / (1 - rate))."""
+  if deterministic or rate <= 0:
+    return probs
+  keep = jax.random.bernoulli(module.make_rng("dropout"), 1.0 - rate, probs.shape)
+  return jnp.where(keep, probs / (1.0 - rate), 0.0)
+
+
+def observe(module: nn.Module, probs: jax.Array, name: str = PROBS_NAME) -> jax.Array:
+  """`probs` [batch, heads, query, key] (after dropout) times the caller's head mask, if any,
+  recorded as `name` when the caller made INTERMEDIATES mutable (as transformers' attention
+  returns them: after dropout and the head mask). Without either it returns `probs` as is,
+  so a model nobody looks into computes exactly what it did before."""
+  if module.has_variable(HEAD_MASK, HEAD_MASK_NAME):
+    head_mask = module.get_variable(HEAD_MASK, HEAD_MASK_NAME)
+    probs = probs * jnp.asarray(head_mask, probs.dtype)[None, :, None, None]
+  module.sow(INTERMEDIATES, name, probs)
+  return probs

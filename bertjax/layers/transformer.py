@@ -112,7 +112,8 @@ class TransformerStack(nn.Module):
     stacked = nn.scan(
         layer_cls,
         # Shared parameters are broadcast: created once, the same at every step.
-        variable_axes={"cache": 0} if self.share_parameters else {"params": 0, "cache": 0},
+        variable_axes={"cache": 0, **attention.ANALYSIS_AXES, **(
+            {} if self.share_parameters else {"params": 0})},
         variable_broadcast="params" if self.share_parameters else False,
         split_rngs={"params": not self.share_parameters, "dropout": True},
         in_axes=(nn.broadcast, nn.broadcast) + ((0,) if self.attention_spec is not None else ()),

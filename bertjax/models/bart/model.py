@@ -146,7 +146,8 @@ class BartStack(nn.Module):
 
     layer_cls = nn.remat(BartLayer, prevent_cse=False) if cfg.remat else BartLayer
     args = (x, mask, encoded, cross_mask) if self.is_decoder else (x, mask)
-    axes = {"params": 0, "cache": 0, kv_cache.CROSS_COLLECTION: 0}
+    axes = {"params": 0, "cache": 0, kv_cache.CROSS_COLLECTION: 0,
+            **attention.ANALYSIS_AXES}
     stacked = nn.scan(layer_cls, variable_axes=axes,
                       split_rngs={"params": True, "dropout": True},
                       in_axes=(nn.broadcast,) * (len(args) - 1),

@@ -90,9 +90,8 @@ class DisentangledSelfAttention(nn.Module):
         bias = bias + relative.position_to_content(key, proj(rel) / scale, rel_index)
 
     probs = attention.attention_probs(query, key, mask, bias, scale_logits=False)
-    if not deterministic and self.dropout_rate > 0:
-      keep = jax.random.bernoulli(self.make_rng("dropout"), 1.0 - self.dropout_rate, probs.shape)
-      probs = jnp.where(keep, probs / (1.0 - self.dropout_rate), 0.0)
+    probs = attention.observe(self, attention.attention_dropout(self, probs, self.dropout_rate,
+                                                                deterministic))
     context = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(self.dtype), value)
     context = nn.with_logical_constraint(context, ("batch", "length", "heads", "kv"))
     out = dense.DenseGeneral(query_states.shape[-1], ("heads", "kv", "embed"), contract_dims=2,
@@ -162,7 +161,8 @@ class DisentangledStack(nn.Module):
     with `keep_last_input` also the last layer's input (the penultimate hidden state)."""
     layer_cls = nn.remat(DisentangledLayer, prevent_cse=False) if self.remat else DisentangledLayer
     stacked = nn.scan(
-        layer_cls, variable_axes={"params": 0}, split_rngs={"params": True, "dropout": True},
+        layer_cls, variable_axes={"params": 0, **attention.ANALYSIS_AXES},
+        split_rngs={"params": True, "dropout": True},
         in_axes=(nn.broadcast, nn.broadcast, nn.broadcast), length=self.num_layers,
         metadata_params={nn.PARTITION_NAME: "layers"})
     carry, per_layer = stacked(**dict(self.layer), deterministic=deterministic,

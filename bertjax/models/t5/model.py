@@ -197,7 +197,8 @@ class T5Stack(nn.Module):
     num_layers = cfg.num_decoder_layers if self.is_decoder else cfg.num_layers
     extra = dict(decode=decode) if self.is_decoder else {}
     args = (x, mask, bias, encoded, cross_mask) if self.is_decoder else (x, mask, bias)
-    axes = {"params": 0, "cache": 0, kv_cache.CROSS_COLLECTION: 0}
+    axes = {"params": 0, "cache": 0, kv_cache.CROSS_COLLECTION: 0,
+            **attention.ANALYSIS_AXES}
     stacked = nn.scan(layer_cls, variable_axes=axes,
                       split_rngs={"params": True, "dropout": True},
                       in_axes=(nn.broadcast,) * (len(args) - 1), length=num_layers,

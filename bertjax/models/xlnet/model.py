@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bertjax.layers import activations, embeddings, ffn, norms
+from bertjax.layers import activations, attention, embeddings, ffn, norms
 from bertjax.models.common.config import check_labels
 from bertjax.models.xlnet import two_stream
 
@@ -205,7 +205,7 @@ class XLNetModel(nn.Module):
     pos_emb = dropout(pos_emb.astype(dtype), deterministic=deterministic)
 
     layer_cls = nn.remat(XLNetLayer, prevent_cse=False) if cfg.remat else XLNetLayer
-    stack = nn.scan(layer_cls, variable_axes={"params": 0},
+    stack = nn.scan(layer_cls, variable_axes={"params": 0, **attention.ANALYSIS_AXES},
                     split_rngs={"params": True, "dropout": True},
                     in_axes=(0,) + (nn.broadcast,) * 5, length=cfg.num_layers,
                     metadata_params={nn.PARTITION_NAME: "layers"})

@@ -23,6 +23,9 @@ import numpy as np
 
 from bertjax.layers import attention, norms
 
+# The query stream's probabilities, recorded next to the content stream's (attention.PROBS_NAME).
+QUERY_PROBS_NAME = "query_attention_probs"
+
 Dtype = jnp.dtype
 
 
@@ -128,14 +131,13 @@ class TwoStreamRelativeAttention(nn.Module):
                                        ("batch", "kv_length", "heads", "kv"))
     pos_key = project(pos_emb, w_r)  # [1|B, R, heads, kv]
 
-    def attend(query, mask):
-      """[B, Q, heads, kv] queries (at positions 0..Q-1 of the segment) -> context."""
+    def attend(query, mask, name):
+      """[B, Q, heads, kv] queries (at positions 0..Q-1 of the segment) -> context; the
+      probabilities are recorded as `name` (bertjax.layers.attention.observe)."""
       bias = self._relative_bias(query, pos_key, v, b, seg_embed, seg_diff, key.shape[1])
       probs = attention.attention_probs(query + u, key, mask, bias)
-      if not deterministic and self.dropout_rate > 0:
-        keep = jax.random.bernoulli(self.make_rng("dropout"), 1.0 - self.dropout_rate,
-                                    probs.shape)
-        probs = jnp.where(keep, probs / (1.0 - self.dropout_rate), 0.0)
+      probs = attention.attention_dropout(self, probs, self.dropout_rate, deterministic)
+      probs = attention.observe(self, probs, name)
       return jnp.einsum("bnqk,bknd->bqnd", probs.astype(self.dtype), value)
 
     def finish(stream, ctx):
@@ -143,7 +145,7 @@ class TwoStreamRelativeAttention(nn.Module):
       out = nn.Dropout(self.dropout_rate)(out, deterministic=deterministic)
       return nn.with_logical_constraint(norm(out + stream), ("batch", "length", "embed"))
 
-    h_out = finish(h, attend(project(h, w_q), mask_h))
+    h_out = finish(h, attend(project(h, w_q), mask_h, attention.PROBS_NAME))
     if g is None:
       return h_out, None
     # The query stream's rows are scattered to the positions they predict, attended
@@ -151,10 +153,10 @@ class TwoStreamRelativeAttention(nn.Module):
     query_g = project(g, w_q)
     if target_mapping is not None:
       tm = target_mapping.astype(self.dtype)
-      ctx = attend(jnp.einsum("bpnd,bpl->blnd", query_g, tm), mask_g)
+      ctx = attend(jnp.einsum("bpnd,bpl->blnd", query_g, tm), mask_g, QUERY_PROBS_NAME)
       ctx = jnp.einsum("blnd,bpl->bpnd", ctx, tm)
     else:
-      ctx = attend(query_g, mask_g)
+      ctx = attend(query_g, mask_g, QUERY_PROBS_NAME)
     return h_out, finish(g, ctx)
 
   def _relative_bias(self, query, pos_key, v, b, seg_embed, seg_diff, key_length):
