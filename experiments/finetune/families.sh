@@ -4,10 +4,14 @@
 # fine-tuned with its own tokenizer (read from its model_dir) on SST-2, MRPC and CoNLL-2003.
 # Resumable: a pretraining run resumes from its checkpoints, a fine-tuning run whose
 # results.json exists is skipped. Usage:
-#   experiments/finetune/families.sh [OUT_DIR] [PRETRAIN_STEPS]
+#   experiments/finetune/families.sh [OUT_DIR] [PRETRAIN_STEPS] [MAX_TRAIN_ROWS]
+# MAX_TRAIN_ROWS caps the SST-2 and CoNLL-2003 training rows (0: SST-2's first 10,000 and all
+# of CoNLL-2003's 14,041 sentences); MRPC always trains on its 3,668 pairs.
 set -euo pipefail
 OUT=${1:-experiments/finetune/out_families}
 STEPS=${2:-600}
+ROWS=${3:-0}
+SST2_ROWS=$([ "$ROWS" -gt 0 ] && echo "$ROWS" || echo 10000)
 LOGS=$OUT/logs
 mkdir -p "$OUT" "$LOGS"
 SMALL="build_model.config_overrides = {'hidden_size': 128, 'num_layers': 2, 'num_heads': 2, 'intermediate_size': 512}"
@@ -38,7 +42,7 @@ for spec in "roberta roberta_pretrain roberta_base roberta_mlm" \
   set -- $spec
   name=$1
   pretrain "$@"
-  finetune "$name" sst2 --max_train_examples=10000 --num_epochs=1 --max_seq_length=64
+  finetune "$name" sst2 --max_train_examples="$SST2_ROWS" --num_epochs=1 --max_seq_length=64
   finetune "$name" mrpc --num_epochs=2 --max_seq_length=128
-  finetune "$name" conll2003 --num_epochs=1 --max_seq_length=128
+  finetune "$name" conll2003 --max_train_examples="$ROWS" --num_epochs=1 --max_seq_length=128
 done
