@@ -1,5 +1,9 @@
-"""Test-wide set-up: 8 fake CPU devices for sharding tests, and no hub access."""
+"""Test-wide set-up: 8 fake CPU devices for sharding tests, no hub access, and one XLA
+compilation cache for the whole run."""
+import atexit
 import os
+import shutil
+import tempfile
 
 # Must happen before jax is imported anywhere in the test session.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
@@ -8,3 +12,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# Many tests build the same tiny models afresh, and every new closure or module instance is a
+# new jit cache entry for JAX, so the same XLA program would be compiled again and again. A
+# persistent cache keyed by the program itself turns those into a file read. The process that
+# makes the folder (the xdist controller, or pytest alone) removes it at exit; xdist workers
+# and the subprocesses tests start inherit it through the environment. A folder the caller
+# names in JAX_COMPILATION_CACHE_DIR is used as it is and kept.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+  _cache = tempfile.mkdtemp(prefix="bertjax-test-xla-cache-")
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache
+  atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
