@@ -1,6 +1,8 @@
 """Encoder recipes: BERT, ALBERT, RoBERTa, SpanBERT, ELECTRA.
 
   bert_mlm_nsp   SEGMENT-PAIR + NSP, static masking (dupe_factor copies)  BERT
+  bert_mlm       the same segment pairs, B always the text after A, no NSP
+                 label (BERT Table 5's "No NSP")
   albert_mlm_sop segment pairs + sentence-order prediction, static       ALBERT
   roberta_mlm    FULL-SENTENCES, dynamic masking                          RoBERTa
   spanbert       DOC-SENTENCES single segments, span masking + SBO       SpanBERT
@@ -93,6 +95,8 @@ def _encoder_converter(nsp: bool = False, sbo: bool = False):
 
 registry.register("bert_mlm_nsp", bert_preprocessors, _NSP_FEATURES,
                   _encoder_converter(nsp=True), static=True, pack=False)
+registry.register("bert_mlm", functools.partial(bert_preprocessors, objective=None),
+                  _MLM_FEATURES, _encoder_converter(), static=True, pack=False)
 registry.register("albert_mlm_sop", functools.partial(bert_preprocessors, objective="sop"),
                   _NSP_FEATURES, _encoder_converter(nsp=True), static=True, pack=False)
 registry.register("roberta_mlm", roberta_preprocessors, _MLM_FEATURES, _encoder_converter())
