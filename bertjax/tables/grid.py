@@ -68,6 +68,7 @@ def pretrain_bindings(scale: Scale, arm: Arm, corpus_dir: Optional[str]) -> list
   """Every gin binding of an arm's pretraining run, in order (later ones win)."""
   bindings = [f"build_model.config_overrides = {model_overrides(scale, arm)!r}"]
   bindings += [f"Trainer.{k} = {v!r}" for k, v in scale.pretrain.items()]
+  bindings += list(scale.bindings)
   if corpus_dir is not None:
     bindings += corpus_lib.gin_bindings(corpus_dir)
   return bindings + list(arm.bindings)

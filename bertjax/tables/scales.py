@@ -19,6 +19,12 @@ CPU_PRETRAIN = {"num_train_steps": 600, "batch_size": 32, "sequence_length": 128
                 "log_every": 50, "checkpoint_every": 100, "eval_every": 600,
                 "eval_steps": 8, "show_progress": False}
 
+# runs/pretrain.gin's schedule is BERT's (peak 1e-4 after 10k warmup steps): a 600-step run
+# would end its warmup at its last step. ELECTRA-Small's peak rate (5e-4, the published
+# recipe nearest this size) with 10% warmup, then linear decay, for every arm.
+CPU_OPTIMIZER = ("warmup_linear_decay.peak_value = 5e-4",
+                 "warmup_linear_decay.warmup_steps = 60")
+
 TINY_FINETUNE = ("--max_train_examples=16", "--max_eval_examples=16", "--max_steps=2",
                  "--max_seq_length=32", "--batch_size=8", "--eval_batch_size=16",
                  "--log_every=1", "--squad_train_articles=38", "--doc_stride=16",
@@ -48,7 +54,8 @@ def tiny(tasks: tuple[str, ...], **changes) -> Scale:
 
 
 def cpu(**changes) -> Scale:
-  return Scale("cpu", CPU_MODEL, CPU_PRETRAIN, CPU_FINETUNE, CPU_PER_TASK, **changes)
+  return Scale("cpu", CPU_MODEL, CPU_PRETRAIN, CPU_FINETUNE, CPU_PER_TASK,
+               bindings=CPU_OPTIMIZER, **changes)
 
 
 def paper(model: dict, pretrain: dict, **changes) -> Scale:

@@ -48,6 +48,7 @@ class Scale:
 
   model: config overrides of every arm's model (sizes, vocab_size).
   pretrain: Trainer bindings (num_train_steps, batch_size, sequence_length, ...).
+  bindings: further gin bindings of every pretraining run (e.g. its learning rate).
   run_gin: the run file every arm starts from.
   corpus: 'cpu' / 'tiny' (bertjax.tables.corpus), or None: the gin files' own data.
   finetune: flags of every fine-tuning run; per_task: more flags per task name.
@@ -60,6 +61,7 @@ class Scale:
   pretrain: Mapping[str, object]
   finetune: tuple[str, ...]
   per_task: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+  bindings: tuple[str, ...] = ()
   run_gin: str = "runs/pretrain.gin"
   corpus: Optional[str] = "cpu"
   tasks: Optional[tuple[str, ...]] = None

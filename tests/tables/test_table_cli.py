@@ -36,16 +36,16 @@ def test_readme_lists_every_table_at_cpu_scale():
 
 
 @pytest.mark.slow
-def test_readme_table_command_end_to_end_at_tiny_scale(tmp_path, capsys):
-  for argv in readme_table_commands():
-    argv = [a.replace("--scale=cpu", "--scale=tiny") for a in argv]
-    out, results = tmp_path / argv[0], tmp_path / f"{argv[0]}.md"
-    args = argv + [f"--out={out}", f"--results={results}"]
-    assert tables_cli.main(args, execute=in_process) == 0
-    text = results.read_text()
-    assert re.search(r"(\d+) of \1 cells done", text), text
-    assert text.count("(2) |") >= 2 and "FLOPs" in text
-    capsys.readouterr()
-    # A second sitting finds every cell done and runs nothing.
-    assert tables_cli.main(args, execute=in_process) == 0
-    assert "running" not in capsys.readouterr().out
+@pytest.mark.parametrize("argv", readme_table_commands(), ids=lambda argv: argv[0])
+def test_readme_table_command_end_to_end_at_tiny_scale(argv, tmp_path, capsys):
+  argv = [a.replace("--scale=cpu", "--scale=tiny") for a in argv]
+  out, results = tmp_path / argv[0], tmp_path / f"{argv[0]}.md"
+  args = argv + [f"--out={out}", f"--results={results}"]
+  assert tables_cli.main(args, execute=in_process) == 0
+  text = results.read_text()
+  assert re.search(r"(\d+) of \1 cells done", text), text
+  assert text.count("(2) |") >= 2 and "FLOPs" in text
+  capsys.readouterr()
+  # A second sitting finds every cell done and runs nothing.
+  assert tables_cli.main(args, execute=in_process) == 0
+  assert "running" not in capsys.readouterr().out
