@@ -79,11 +79,10 @@ def _pretraining_rows(table: Table, cells: list[grid.Cell]) -> list[str]:
       continue
     held = ", ".join(f"{k} {v:.3f}" for k, v in sorted((rec.get("eval") or {}).items())
                      if k.endswith(("accuracy", "loss")))
-    flops = rec.get("flops")
-    rows.append(f"| {arm.label} | {rec['steps']} | {rec.get('tokens') or '-':,} | "
-                f"{flops:.3g} | {rec.get('flops_per_token', 0) / 1e6:.2f} M | "
-                f"{_duration(rec.get('wall_s_all_attempts'))} | {held} |"
-                if flops else f"| {arm.label} | {rec['steps']} | - | - | - | "
+    flops, per_token, tokens = rec.get("flops"), rec.get("flops_per_token"), rec.get("tokens")
+    rows.append(f"| {arm.label} | {rec['steps']} | {f'{tokens:,}' if tokens else '-'} | "
+                f"{f'{flops:.3g}' if flops else '-'} | "
+                f"{f'{per_token / 1e6:.2f} M' if per_token else '-'} | "
                 f"{_duration(rec.get('wall_s_all_attempts'))} | {held} |")
   return rows
 
