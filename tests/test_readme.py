@@ -102,6 +102,7 @@ RUN_ELSEWHERE = {
     "bertjax.distill.student": "tests/distill/test_student.py",
     "bertjax.distill.speed": "tests/distill/test_student.py",
     "bertjax.analysis": "tests/analysis/test_cli.py",
+    "bertjax.tables": "tests/tables/test_table_cli.py",
 }
 
 

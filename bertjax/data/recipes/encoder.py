@@ -1,6 +1,10 @@
 """Encoder recipes: BERT, ALBERT, RoBERTa, SpanBERT, ELECTRA.
 
   bert_mlm_nsp   SEGMENT-PAIR + NSP, static masking (dupe_factor copies)  BERT
+  bert_mlm       the same segment pairs, B always the text after A, no NSP
+                 label (BERT Table 5's "No NSP")
+  bert_mlm_nsp_dynamic  bert_mlm_nsp drawn anew every epoch (RoBERTa Table 1's dynamic
+                 masking; `bert_preprocessors.unit = 'sentence'`: Table 2's SENTENCE-PAIR)
   albert_mlm_sop segment pairs + sentence-order prediction, static       ALBERT
   roberta_mlm    FULL-SENTENCES, dynamic masking                          RoBERTa
   spanbert       DOC-SENTENCES single segments, span masking + SBO       SpanBERT
@@ -37,13 +41,15 @@ def _tokenize(vocab, sentence_split: str) -> registry.Preprocessor:
 @gin.configurable
 def bert_preprocessors(vocab, objective: str = "nsp", dupe_factor: int = 10,
                        short_seq_prob: float = 0.1, rate: float = 0.15,
-                       whole_word: bool = False, sentence_split: str = "newline"):
-  """BERT create_pretraining_data: segment pairs (+NSP or SOP), static masking."""
+                       whole_word: bool = False, sentence_split: str = "newline",
+                       unit: str = "segment"):
+  """BERT create_pretraining_data: segment pairs (+NSP or SOP), static masking; `unit`
+  'sentence' pairs single sentences (RoBERTa's SENTENCE-PAIR)."""
   ids = roles.special_ids(vocab)
   return [_tokenize(vocab, sentence_split),
           functools.partial(masking.duplicate_examples, dupe_factor=dupe_factor),
           functools.partial(pairs.sentence_pairs, cls_id=ids["cls"], sep_id=ids["sep"],
-                            objective=objective, short_seq_prob=short_seq_prob),
+                            objective=objective, short_seq_prob=short_seq_prob, unit=unit),
           _mlm(vocab, whole_word, rate=rate)]
 
 
@@ -93,6 +99,10 @@ def _encoder_converter(nsp: bool = False, sbo: bool = False):
 
 registry.register("bert_mlm_nsp", bert_preprocessors, _NSP_FEATURES,
                   _encoder_converter(nsp=True), static=True, pack=False)
+registry.register("bert_mlm", functools.partial(bert_preprocessors, objective=None),
+                  _MLM_FEATURES, _encoder_converter(), static=True, pack=False)
+registry.register("bert_mlm_nsp_dynamic", functools.partial(bert_preprocessors, dupe_factor=1),
+                  _NSP_FEATURES, _encoder_converter(nsp=True), pack=False)
 registry.register("albert_mlm_sop", functools.partial(bert_preprocessors, objective="sop"),
                   _NSP_FEATURES, _encoder_converter(nsp=True), static=True, pack=False)
 registry.register("roberta_mlm", roberta_preprocessors, _MLM_FEATURES, _encoder_converter())

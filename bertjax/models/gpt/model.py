@@ -37,8 +37,14 @@ class GPTConfig:
   pad_token_id: Optional[int] = None
   dtype: str = "float32"
   remat: bool = False
+  # Fine-tuning's generic heads (bertjax.finetune.task_models) read the task's labels here,
+  # as from an EncoderConfig; there is no GPT task class to export to.
+  labels: tuple[str, ...] = ("LABEL_0", "LABEL_1")
+  problem_type: Optional[str] = None
 
   def __post_init__(self):
+    if isinstance(self.labels, list):  # e.g. from JSON
+      object.__setattr__(self, "labels", tuple(self.labels))
     if self.hidden_size % self.num_heads:
       raise ValueError(f"hidden_size={self.hidden_size} is not a multiple of "
                        f"num_heads={self.num_heads}.")

@@ -1,0 +1,103 @@
+"""python -m bertjax.tables TABLE --scale=cpu [--out=DIR] [--results=FILE] [--report_only]
+
+Pretrains every arm of TABLE, fine-tunes each on the table's tasks with several seeds and
+writes the results (mean ± std over seeds, pretraining FLOPs and wall time, the exact
+commands) and a plot. Resumable: run the same command again after a kill or a timeout and
+finished cells are skipped. `--scale=paper` writes each arm's pretraining config as one
+gin file (OUT/<arm>.gin, for a TPU pod) and checks that it parses; nothing runs.
+`python -m bertjax.tables --list` lists the tables.
+"""
+import argparse
+import os
+import shlex
+import sys
+
+from bertjax import paths
+from bertjax.tables import catalog, grid, report
+
+
+def default_out(table, scale: str) -> str:
+  return str(paths.REPO_ROOT / "experiments" / table.paper / "out" / f"{table.name}_{scale}")
+
+
+def default_results(table, scale: str) -> str:
+  suffix = "" if scale == "cpu" else f"_{scale}"
+  return str(paths.REPO_ROOT / "experiments" / table.paper / f"{table.name}{suffix}.md")
+
+
+def write_paper_configs(table, out: str) -> list[str]:
+  """One gin file per arm holding its whole pretraining config at the paper's scale."""
+  scale = table.scale("paper")
+  os.makedirs(out, exist_ok=True)
+  written = []
+  for arm in table.arms:
+    lines = [f"# {table.title}: arm {arm.label!r} at the paper's scale (a TPU pod).",
+             "# python -m bertjax.main --gin_file=THIS_FILE --model_dir=gs://...",
+             "# Bind the paper's corpus: task_dataset.source = @tfds_source() ..."]
+    lines += [f"include '{f[len('gin/'):]}'" for f in grid.pretrain_gin_files(scale, arm)]
+    lines += grid.pretrain_bindings(scale, arm, None)
+    path = os.path.join(out, f"{arm.name}.gin")
+    with open(path, "w") as f:
+      f.write("\n".join(lines) + "\n")
+    written.append(path)
+  return written
+
+
+def validate_paper_configs(files: list[str]) -> None:
+  """Parses each file with every configurable registered (a bad name raises)."""
+  import gin  # pylint: disable=g-import-not-at-top
+  from bertjax import main  # pylint: disable=g-import-not-at-top
+  for path in files:
+    gin.clear_config()
+    main.parse_gin([path], [])
+  gin.clear_config()
+
+
+def parse_args(argv):
+  parser = argparse.ArgumentParser(prog="python -m bertjax.tables", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("table", nargs="?", help=f"one of {sorted(catalog.TABLES)}")
+  parser.add_argument("--scale", default="cpu", help="tiny | cpu | paper")
+  parser.add_argument("--out", help="folder of the cells (default experiments/<paper>/out/...)")
+  parser.add_argument("--results", help="results markdown (default experiments/<paper>/...)")
+  parser.add_argument("--report_only", action="store_true", help="only rewrite the results")
+  parser.add_argument("--list", action="store_true", help="list the tables and exit")
+  return parser.parse_args(argv)
+
+
+def main(argv=None, execute=grid.run_command) -> int:
+  """The command; `execute(cell, log_file)` runs one cell (default: its subprocess)."""
+  args = parse_args(sys.argv[1:] if argv is None else argv)
+  if args.list or not args.table:
+    for name, table in sorted(catalog.TABLES.items()):
+      print(f"{name}: {table.title} (scales: {', '.join(table.scales)})")
+    return 0
+  table = catalog.get(args.table)
+  scale = table.scale(args.scale)
+  out = os.path.abspath(args.out or default_out(table, args.scale))
+  command = "python -m bertjax.tables " + " ".join(shlex.quote(a) for a in (
+      [args.table, f"--scale={args.scale}"] + ([f"--out={args.out}"] if args.out else [])))
+  if not scale.runnable:
+    files = write_paper_configs(table, out)
+    validate_paper_configs(files)
+    print("Wrote and parsed:\n  " + "\n  ".join(files))
+    return 0
+  cells = grid.cells(table, args.scale, out)
+  status = {"failed": [], "blocked": []}
+  if not args.report_only:
+    status = grid.run(cells, log=lambda m: print(f"[{table.name}] {m}", flush=True),
+                      execute=execute)
+  results = os.path.abspath(args.results or default_results(table, args.scale))
+  os.makedirs(os.path.dirname(results), exist_ok=True)
+  plot = report.plot_scores(table, args.scale, cells, os.path.splitext(results)[0] + ".png")
+  with open(results, "w") as f:
+    f.write(report.markdown(table, args.scale, cells, command, plot))
+  print(f"[{table.name}] results: {results}" + (f", plot: {plot}" if plot else ""))
+  if status["failed"] or status["blocked"]:
+    print(f"[{table.name}] failed: {status['failed']}; waiting on them: {status['blocked']}")
+    return 1
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

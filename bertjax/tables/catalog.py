@@ -1,0 +1,11 @@
+"""Every paper table `python -m bertjax.tables` runs, by name."""
+from bertjax.tables import bert, roberta
+from bertjax.tables.spec import Table
+
+TABLES: dict[str, Table] = {t.name: t for t in (bert.TABLE5, roberta.TABLE1, roberta.TABLE2)}
+
+
+def get(name: str) -> Table:
+  if name not in TABLES:
+    raise SystemExit(f"Unknown table {name!r}; tables: {', '.join(sorted(TABLES))}.")
+  return TABLES[name]

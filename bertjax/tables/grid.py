@@ -1,0 +1,215 @@
+"""A table's cells and how each runs: one subprocess command, done once.
+
+  corpus                         python -m bertjax.tables.corpus OUT/corpus SIZE
+  pretrain/<arm>                 python -m bertjax.main --model_dir=OUT/<arm>/pretrain ...
+  finetune/<arm>/<task>/seed<n>  python -m bertjax.finetune.run --checkpoint=... --seed=n
+
+A cell is done when its folder holds `cell.json`, written atomically (tmp + rename) only
+after its command exited 0: it records the command, wall time of every attempt and what
+the cell produced (pretraining FLOPs and held-out metrics; the task's scores). Done cells
+are skipped, so a killed or timed-out table run picks up where it stopped: a pretraining
+cell resumes from its newest checkpoint (the trainer's own resumption), a fine-tuning
+cell starts over in an emptied folder. Each attempt's output goes to `<cell>/cell.log`.
+"""
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Callable, Optional
+
+from bertjax import paths
+from bertjax.tables import corpus as corpus_lib
+from bertjax.tables.spec import Arm, Scale, Table
+
+MARKER = "cell.json"
+ATTEMPTS = "attempts.jsonl"
+LOG = "cell.log"
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+  key: str
+  kind: str  # corpus | pretrain | finetune
+  directory: str
+  command: tuple[str, ...]
+  arm: str = ""
+  task: str = ""
+  seed: int = -1
+  needs: tuple[str, ...] = ()  # keys of cells that must be done first
+  fresh: bool = False          # empty the folder before an attempt (fine-tuning)
+
+  @property
+  def marker(self) -> str:
+    return os.path.join(self.directory, MARKER)
+
+  def done(self) -> bool:
+    return os.path.isfile(self.marker)
+
+  def record(self) -> Optional[dict]:
+    if not self.done():
+      return None
+    with open(self.marker) as f:
+      return json.load(f)
+
+
+def _python(module: str, *args: str) -> tuple[str, ...]:
+  return ("python", "-m", module) + tuple(args)
+
+
+def model_overrides(scale: Scale, arm: Arm) -> dict:
+  merged = {**scale.model, **arm.model_overrides}
+  return {k: v for k, v in merged.items() if v is not None}
+
+
+def pretrain_bindings(scale: Scale, arm: Arm, corpus_dir: Optional[str]) -> list[str]:
+  """Every gin binding of an arm's pretraining run, in order (later ones win)."""
+  bindings = [f"build_model.config_overrides = {model_overrides(scale, arm)!r}"]
+  bindings += [f"Trainer.{k} = {v!r}" for k, v in scale.pretrain.items()]
+  bindings += list(scale.bindings)
+  if corpus_dir is not None:
+    bindings += corpus_lib.gin_bindings(corpus_dir)
+  return bindings + list(arm.bindings)
+
+
+def pretrain_gin_files(scale: Scale, arm: Arm) -> list[str]:
+  return [f"gin/{scale.run_gin}"] + [f"gin/{f}" for f in arm.gin_files]
+
+
+def cells(table: Table, scale_name: str, out: str) -> list[Cell]:
+  """All cells of `table` at `scale_name` under folder `out`, in running order."""
+  scale = table.scale(scale_name)
+  out = os.path.abspath(out)
+  result, corpus_dir = [], None
+  if scale.corpus is not None:
+    corpus_dir = os.path.join(out, "corpus")
+    result.append(Cell("corpus", "corpus", corpus_dir,
+                       _python("bertjax.tables.corpus", corpus_dir, scale.corpus)))
+  for arm in table.arms:
+    model_dir = os.path.join(out, arm.name, "pretrain")
+    command = _python("bertjax.main", f"--model_dir={model_dir}",
+                      *[f"--gin_file={f}" for f in pretrain_gin_files(scale, arm)],
+                      *[f"--gin_bindings={b}" for b in pretrain_bindings(scale, arm, corpus_dir)])
+    result.append(Cell(f"pretrain/{arm.name}", "pretrain", model_dir, command, arm=arm.name,
+                       needs=("corpus",) if corpus_dir else ()))
+  for arm in table.arms:
+    for task in table.tasks_at(scale):
+      for seed in scale.seeds:
+        directory = os.path.join(out, arm.name, task.name, f"seed{seed}")
+        command = _python("bertjax.finetune.run",
+                          f"--checkpoint={os.path.join(out, arm.name, 'pretrain')}",
+                          f"--output_dir={directory}", f"--task={task.name}",
+                          f"--seed={seed}", *scale.finetune,
+                          *scale.per_task.get(task.name, ()), *arm.finetune_flags)
+        result.append(Cell(f"finetune/{arm.name}/{task.name}/seed{seed}", "finetune",
+                           directory, command, arm=arm.name, task=task.name, seed=seed,
+                           needs=(f"pretrain/{arm.name}",), fresh=True))
+  return result
+
+
+# ----------------------------------------------------------------------- running
+def pretraining_record(model_dir: str) -> dict:
+  """Steps, tokens, FLOPs (the trainer's analytic count per token x tokens) and the
+  final held-out metrics of a finished `python -m bertjax.main` run."""
+  with open(os.path.join(model_dir, "results.json")) as f:
+    results = json.load(f)
+  per_token, tokens_per_step = None, None
+  with open(os.path.join(model_dir, "metrics.jsonl")) as f:
+    rows = [json.loads(line) for line in f if line.strip()]
+  for row in rows:
+    if row.get("split") == "train" and row.get("model_flops_per_sec"):
+      per_token = row["model_flops_per_sec"] / row["tokens_per_sec"]
+      tokens_per_step = row["tokens_per_sec"] / row["steps_per_sec"]
+  steps = int(results["step"])
+  tokens = round(tokens_per_step) * steps if tokens_per_step else None
+  return {"steps": steps, "tokens": tokens, "flops_per_token": per_token,
+          "flops": per_token * tokens if per_token and tokens else None,
+          "eval": results.get("eval")}
+
+
+def finetune_record(directory: str) -> dict:
+  with open(os.path.join(directory, "results.json")) as f:
+    return json.load(f)
+
+
+def corpus_record(directory: str) -> dict:
+  with open(os.path.join(directory, corpus_lib.STATS_FILE)) as f:
+    return json.load(f)
+
+
+RECORDS: dict[str, Callable[[str], dict]] = {
+    "corpus": corpus_record, "pretrain": pretraining_record, "finetune": finetune_record}
+
+
+def _atomic_json(path: str, value: dict) -> None:
+  tmp = f"{path}.tmp{os.getpid()}"
+  with open(tmp, "w") as f:
+    json.dump(value, f, indent=2, default=str)
+  os.replace(tmp, path)
+
+
+def _attempts(cell: Cell) -> list[dict]:
+  path = os.path.join(cell.directory, ATTEMPTS)
+  if not os.path.isfile(path):
+    return []
+  with open(path) as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def run_command(cell: Cell, out, timeout: Optional[float] = None):
+  """Runs the cell's command from the repository root, output to `out`; its exit status."""
+  env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+      [str(paths.REPO_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+  try:
+    return subprocess.run((sys.executable,) + cell.command[1:], cwd=paths.REPO_ROOT, env=env,
+                          stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
+                          check=False).returncode
+  except subprocess.TimeoutExpired:
+    return "timeout"
+
+
+def run_cell(cell: Cell, log: Callable[[str], None] = print,
+             execute: Callable[..., object] = run_command) -> bool:
+  """Runs one cell (`execute(cell, log_file)` -> exit status) and marks it done on success."""
+  if cell.fresh:
+    shutil.rmtree(cell.directory, ignore_errors=True)
+  os.makedirs(cell.directory, exist_ok=True)
+  start = time.time()
+  with open(os.path.join(cell.directory, LOG), "a") as out:
+    out.write(f"\n$ {' '.join(cell.command)}\n")
+    out.flush()
+    rc = execute(cell, out)
+  attempt = {"start": start, "wall_s": time.time() - start, "rc": rc}
+  with open(os.path.join(cell.directory, ATTEMPTS), "a") as f:
+    f.write(json.dumps(attempt) + "\n")
+  if rc != 0:
+    log(f"FAILED {cell.key} (exit {rc} after {attempt['wall_s']:.0f} s); "
+        f"log: {os.path.join(cell.directory, LOG)}")
+    return False
+  attempts = _attempts(cell)
+  _atomic_json(cell.marker, {
+      "key": cell.key, "command": " ".join(cell.command), "wall_s": attempt["wall_s"],
+      "wall_s_all_attempts": sum(a["wall_s"] for a in attempts), "attempts": len(attempts),
+      "finished": time.time(), **RECORDS[cell.kind](cell.directory)})
+  log(f"done {cell.key} in {attempt['wall_s']:.0f} s")
+  return True
+
+
+def run(all_cells: list[Cell], log: Callable[[str], None] = print,
+        execute: Callable[..., object] = run_command) -> dict[str, list[str]]:
+  """Runs every cell not yet done whose prerequisites are done; returns the keys
+  {'skipped': ..., 'ran': ..., 'failed': ..., 'blocked': ...}."""
+  status = {"skipped": [], "ran": [], "failed": [], "blocked": []}
+  by_key = {c.key: c for c in all_cells}
+  for cell in all_cells:
+    if cell.done():
+      status["skipped"].append(cell.key)
+      continue
+    if not all(by_key[k].done() for k in cell.needs):
+      status["blocked"].append(cell.key)
+      continue
+    log(f"running {cell.key}")
+    status["ran" if run_cell(cell, log, execute) else "failed"].append(cell.key)
+  return status

@@ -1,0 +1,183 @@
+"""A table's results.md (and plot) from the `cell.json` of its finished cells.
+
+Scores are mean ± sample std over the seeds done (n in parentheses); each arm's
+pretraining is reported in FLOPs (the trainer's analytic count x tokens), wall time
+(all attempts) and its held-out metrics. "vs first arm" gives each arm's difference
+from the table's first (reference) arm with its standard error; a difference within
+two standard errors is marked "within noise".
+"""
+import math
+import os
+from typing import Optional
+
+from bertjax.tables import grid
+from bertjax.tables.spec import Table, Task
+
+
+def metric(record: dict, path: str) -> Optional[float]:
+  """A '/'-path into a fine-tuning run's final (best-epoch) scores, `results.json['eval']`."""
+  value = record.get("eval", record)
+  for key in path.split("/"):
+    if not isinstance(value, dict) or key not in value:
+      return None
+    value = value[key]
+  return float(value) if isinstance(value, (int, float)) else None
+
+
+def percent(value: float, path: str) -> float:
+  """Fractions as percentages (SQuAD's EM / F1 already are)."""
+  return value if path.split("/")[0] == "held_out" else 100.0 * value
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+  mean = sum(values) / len(values)
+  if len(values) < 2:
+    return mean, float("nan")
+  return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def scores(cells: list[grid.Cell], arm: str, task: Task, path: str) -> list[float]:
+  out = []
+  for cell in cells:
+    if cell.kind == "finetune" and (cell.arm, cell.task) == (arm, task.name) and cell.done():
+      value = metric(cell.record(), path)
+      if value is not None:
+        out.append(percent(value, path))
+  return out
+
+
+def _fmt(values: list[float]) -> str:
+  if not values:
+    return "-"
+  mean, std = mean_std(values)
+  return f"{mean:.1f}" if len(values) < 2 else f"{mean:.1f} ± {std:.1f} ({len(values)})"
+
+
+def _duration(seconds: Optional[float]) -> str:
+  if seconds is None:
+    return "-"
+  return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
+
+
+def versus(reference: list[float], other: list[float]) -> str:
+  if len(reference) < 2 or len(other) < 2:
+    return "-"
+  (m0, s0), (m1, s1) = mean_std(reference), mean_std(other)
+  diff, se = m1 - m0, math.sqrt(s0 ** 2 / len(reference) + s1 ** 2 / len(other))
+  verdict = "within noise" if abs(diff) <= 2 * se else ("better" if diff > 0 else "worse")
+  return f"{diff:+.1f} ± {se:.1f} ({verdict})"
+
+
+def _pretraining_rows(table: Table, cells: list[grid.Cell]) -> list[str]:
+  rows = ["| arm | steps | tokens | FLOPs | FLOPs/token | wall (all attempts) | held-out |",
+          "|---|---:|---:|---:|---:|---:|---|"]
+  for arm in table.arms:
+    cell = next(c for c in cells if c.key == f"pretrain/{arm.name}")
+    rec = cell.record()
+    if rec is None:
+      rows.append(f"| {arm.label} | not done | | | | | |")
+      continue
+    held = ", ".join(f"{k} {v:.3f}" for k, v in sorted((rec.get("eval") or {}).items())
+                     if k.endswith(("accuracy", "loss")))
+    flops, per_token, tokens = rec.get("flops"), rec.get("flops_per_token"), rec.get("tokens")
+    rows.append(f"| {arm.label} | {rec['steps']} | {f'{tokens:,}' if tokens else '-'} | "
+                f"{f'{flops:.3g}' if flops else '-'} | "
+                f"{f'{per_token / 1e6:.2f} M' if per_token else '-'} | "
+                f"{_duration(rec.get('wall_s_all_attempts'))} | {held} |")
+  return rows
+
+
+def _score_rows(table: Table, tasks: tuple[Task, ...], cells: list[grid.Cell]) -> list[str]:
+  head = "| arm | " + " | ".join(t.label for t in tasks) + " |"
+  rows = [head, "|---|" + "---:|" * len(tasks)]
+  for arm in table.arms:
+    rows.append(f"| {arm.label} | " + " | ".join(
+        _fmt(scores(cells, arm.name, t, t.metric)) for t in tasks) + " |")
+  extras = [(t, p) for t in tasks for p in t.extra]
+  if extras:
+    rows += ["", "| arm | " + " | ".join(f"{t.name} {p}" for t, p in extras) + " |",
+             "|---|" + "---:|" * len(extras)]
+    for arm in table.arms:
+      rows.append(f"| {arm.label} | " + " | ".join(
+          _fmt(scores(cells, arm.name, t, p)) for t, p in extras) + " |")
+  if len(table.arms) > 1:
+    first = table.arms[0]
+    rows += ["", f"Difference from {first.label} (mean, ± standard error of the difference):",
+             "", head, "|---|" + "---:|" * len(tasks)]
+    for arm in table.arms[1:]:
+      rows.append(f"| {arm.label} | " + " | ".join(
+          versus(scores(cells, first.name, t, t.metric), scores(cells, arm.name, t, t.metric))
+          for t in tasks) + " |")
+  return rows
+
+
+def markdown(table: Table, scale_name: str, cells: list[grid.Cell], command: str,
+             plot: Optional[str] = None) -> str:
+  scale = table.scale(scale_name)
+  tasks = table.tasks_at(scale)
+  done = [c for c in cells if c.done()]
+  lines = [f"# {table.title}", "",
+           f"Scale `{scale_name}`; {len(done)} of {len(cells)} cells done"
+           + ("" if len(done) == len(cells) else
+              " (not done: " + ", ".join(c.key for c in cells if not c.done()) + ")") + ".",
+           "", f"**The paper:** {table.direction}", "", "## Downstream (mean ± std over seeds)",
+           ""] + _score_rows(table, tasks, cells)
+  if plot:
+    lines += ["", f"![{table.name}]({os.path.basename(plot)})"]
+  lines += ["", "## Pretraining (equal steps x batch x length for every arm)", ""]
+  lines += _pretraining_rows(table, cells)
+  corpus = next((c for c in cells if c.kind == "corpus"), None)
+  if corpus is not None and corpus.done():
+    rec = corpus.record()
+    lines += ["", f"Corpus ({rec['size']}): {rec['train_tokens']:,} train / "
+              f"{rec['validation_tokens']:,} held-out WordPiece tokens, vocabulary "
+              f"{rec['vocab_size']:,} (bertjax/tables/corpus.py): "
+              + ", ".join(f"{p} {v['tokens']:,}" for p, v in rec["parts"]["train"].items())
+              + "."]
+  lines += ["", "## Arms", ""] + [
+      f"- **{a.label}** (`{a.name}`): " + " ".join(f"`{f}`" for f in a.gin_files)
+      + "".join(f" `{b}`" for b in a.bindings) + (f"; {a.note}" if a.note else "")
+      for a in table.arms]
+  if table.notes:
+    lines += ["", "## Notes", ""] + [f"- {n}" for n in table.notes]
+  out = os.path.dirname(cells[0].directory) if cells[0].kind == "corpus" else None
+  lines += ["", "## Commands", "", "The whole table (resumable: run it again to go on):", "",
+            "```", command, "```", "", "Each cell (`$OUT` = the table's output folder):", "",
+            "```"]
+  for cell in cells:
+    text = " ".join(cell.command)
+    lines.append(text.replace(out, "$OUT") if out else text)
+  return "\n".join(lines + ["```", ""])
+
+
+def plot_scores(table: Table, scale_name: str, cells: list[grid.Cell], path: str) -> Optional[str]:
+  """Grouped bars (one group per task, one bar per arm) with the seeds' std."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  tasks = table.tasks_at(table.scale(scale_name))
+  fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(tasks), 3.2))
+  width = 0.8 / len(table.arms)
+  any_bar = False
+  for i, arm in enumerate(table.arms):
+    means, stds = [], []
+    for task in tasks:
+      values = scores(cells, arm.name, task, task.metric)
+      mean, std = mean_std(values) if values else (float("nan"), float("nan"))
+      means.append(mean)
+      stds.append(0.0 if math.isnan(std) else std)
+      any_bar |= bool(values)
+    ax.bar([t + i * width for t in range(len(tasks))], means, width, yerr=stds,
+           label=arm.label, capsize=2)
+  if not any_bar:
+    plt.close(fig)
+    return None
+  ax.set_xticks([t + 0.4 - width / 2 for t in range(len(tasks))])
+  ax.set_xticklabels([t.label for t in tasks], fontsize=8)
+  ax.set_ylabel("score (mean ± std over seeds)")
+  ax.set_title(f"{table.title} ({scale_name})", fontsize=9)
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path

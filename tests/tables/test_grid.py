@@ -1,0 +1,112 @@
+"""The table runner: cells, done-markers, resumption, aggregation (commands faked)."""
+import json
+import math
+import os
+
+import pytest
+
+from bertjax.tables import bert, grid, report
+from bertjax.tables.spec import Arm, Table, Task
+from bertjax.tables import scales
+
+TASK = Task("sst2", "SST-2 acc", "dev/accuracy")
+TABLE = Table("toy", "toy", "Toy table", "A beats B.",
+              arms=(Arm("a", "A", ("models/bert_base.gin", "objectives/mlm_nsp.gin")),
+                    Arm("b", "B", ("models/bert_base.gin", "objectives/bert_mlm.gin"))),
+              tasks=(TASK, Task("rte", "RTE acc", "dev/accuracy")),
+              scales={"tiny": scales.tiny(("sst2",), seeds=(0, 1, 2))})
+# What each fake fine-tuning run scores: arm a 0.6 / 0.7 / 0.8, arm b 0.5 flat.
+SCORES = {"a": (0.6, 0.7, 0.8), "b": (0.5, 0.5, 0.5)}
+
+
+class FakeCommands:
+  """Writes what each real command would (results.json, metrics.jsonl, stats.json)."""
+
+  def __init__(self, fail=()):
+    self.ran, self.fail = [], set(fail)
+
+  def __call__(self, cell, out):
+    self.ran.append(cell.key)
+    if cell.key in self.fail:
+      return 1
+    write = lambda name, value: open(os.path.join(cell.directory, name), "w").write(value)
+    if cell.kind == "corpus":
+      write("stats.json", json.dumps({"size": "tiny", "vocab_size": 600, "train_tokens": 10,
+                                      "validation_tokens": 2,
+                                      "parts": {"train": {"c4": {"tokens": 10}}}}))
+    elif cell.kind == "pretrain":
+      write("results.json", json.dumps({"step": 2, "eval": {"mlm_accuracy": 0.25}}))
+      row = {"split": "train", "steps_per_sec": 2.0, "tokens_per_sec": 256.0,
+             "model_flops_per_sec": 256.0 * 1e6}
+      write("metrics.jsonl", json.dumps(row) + "\n")
+    else:
+      write("results.json", json.dumps({"eval": {"dev": {"accuracy":
+                                                         SCORES[cell.arm][cell.seed]}}}))
+    return 0
+
+
+def test_cells_of_a_table_are_its_grid(tmp_path):
+  cells = grid.cells(TABLE, "tiny", str(tmp_path))
+  assert [c.key for c in cells] == [
+      "corpus", "pretrain/a", "pretrain/b",
+      *[f"finetune/{a}/sst2/seed{s}" for a in "ab" for s in range(3)]]
+  pretrain = cells[1]
+  assert pretrain.needs == ("corpus",) and pretrain.command[:3] == ("python", "-m",
+                                                                    "bertjax.main")
+  assert "--gin_file=gin/objectives/mlm_nsp.gin" in pretrain.command
+  assert "--gin_bindings=Trainer.num_train_steps = 2" in pretrain.command
+  finetune = cells[3]
+  assert finetune.needs == ("pretrain/a",) and finetune.fresh
+  assert f"--checkpoint={tmp_path}/a/pretrain" in finetune.command
+  assert "--seed=0" in finetune.command
+
+
+def test_run_resume_and_report(tmp_path):
+  cells = grid.cells(TABLE, "tiny", str(tmp_path))
+  fake = FakeCommands(fail={"pretrain/b"})
+  status = grid.run(cells, log=lambda m: None, execute=fake)
+  assert status["failed"] == ["pretrain/b"]
+  assert status["blocked"] == [f"finetune/b/sst2/seed{s}" for s in range(3)]
+  assert not cells[2].done()
+  # The second sitting runs only what is missing: the failed cell and those waiting on it.
+  fake = FakeCommands()
+  status = grid.run(cells, log=lambda m: None, execute=fake)
+  assert fake.ran == ["pretrain/b"] + [f"finetune/b/sst2/seed{s}" for s in range(3)]
+  record = cells[2].record()
+  assert record["attempts"] == 2 and record["steps"] == 2 and record["tokens"] == 256
+  assert record["flops"] == pytest.approx(256 * 1e6)
+  # A third finds everything done.
+  fake = FakeCommands()
+  assert len(grid.run(cells, log=lambda m: None, execute=fake)["skipped"]) == len(cells)
+  assert fake.ran == []
+  # A cell killed mid-run (output, no marker) is redone from an emptied folder.
+  killed = cells[4]
+  os.remove(killed.marker)
+  open(os.path.join(killed.directory, "partial"), "w").close()
+  fake = FakeCommands()
+  grid.run(cells, log=lambda m: None, execute=fake)
+  assert fake.ran == [killed.key] and not os.path.exists(os.path.join(killed.directory,
+                                                                      "partial"))
+  # results.md: mean ± sample std over seeds, and the difference from the first arm.
+  assert report.scores(cells, "a", TASK, TASK.metric) == pytest.approx([60.0, 70.0, 80.0])
+  text = report.markdown(TABLE, "tiny", cells, "python -m bertjax.tables toy --scale=tiny")
+  assert "| A | 70.0 ± 10.0 (3) |" in text and "| B | 50.0 ± 0.0 (3) |" in text
+  se = math.sqrt(100 / 3)
+  assert f"| B | {-20:+.1f} ± {se:.1f} (worse) |" in text
+  assert "9 of 9 cells done" in text and f"{str(tmp_path)}" not in text.split("```")[-2]
+  assert report.plot_scores(TABLE, "tiny", cells, str(tmp_path / "p.png"))
+
+
+def test_versus_calls_small_differences_noise():
+  assert report.versus([70.0, 72.0, 74.0], [71.0, 73.0, 75.0]).endswith("(within noise)")
+  assert report.versus([70.0], [71.0]) == "-"
+
+
+def test_every_table_has_the_three_scales_and_paper_configs_parse(tmp_path):
+  from bertjax.tables import __main__ as cli, catalog
+  for table in catalog.TABLES.values():
+    assert {"tiny", "cpu", "paper"} <= set(table.scales)
+    assert not table.scale("paper").runnable
+  files = cli.write_paper_configs(bert.TABLE5, str(tmp_path))
+  assert [os.path.basename(f) for f in files] == ["mlm_nsp.gin", "no_nsp.gin", "ltr.gin"]
+  cli.validate_paper_configs(files)

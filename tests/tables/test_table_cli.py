@@ -1,0 +1,51 @@
+"""The README's table commands (section "Reproducing the papers"), run at the tiny scale:
+every cell of the BERT Table 5 grid in this process (tests/helpers/cli.py), then again to
+check that a finished table is skipped; `--scale=paper` writes and parses its gin."""
+import re
+import shlex
+
+import pytest
+
+from bertjax import paths
+from bertjax.tables import __main__ as tables_cli
+from tests.helpers import cli
+
+README = (paths.REPO_ROOT / "README.md").read_text()
+
+
+def readme_table_commands() -> list[list[str]]:
+  """`python -m bertjax.tables ...` lines of README.md, as argv after the module."""
+  found = re.findall(r"^python -m bertjax\.tables (.*)$", README, re.M)
+  return [shlex.split(line.split("  #")[0]) for line in found]
+
+
+def in_process(cell, out) -> int:
+  try:
+    out.write(cli.run_module(list(cell.command[2:])))
+  except AssertionError as e:
+    out.write(str(e))
+    return 1
+  return 0
+
+
+def test_readme_lists_every_table_at_cpu_scale():
+  from bertjax.tables import catalog
+  commands = readme_table_commands()
+  assert {c[0] for c in commands} == set(catalog.TABLES), commands
+  assert all("--scale=cpu" in c for c in commands)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", readme_table_commands(), ids=lambda argv: argv[0])
+def test_readme_table_command_end_to_end_at_tiny_scale(argv, tmp_path, capsys):
+  argv = [a.replace("--scale=cpu", "--scale=tiny") for a in argv]
+  out, results = tmp_path / argv[0], tmp_path / f"{argv[0]}.md"
+  args = argv + [f"--out={out}", f"--results={results}"]
+  assert tables_cli.main(args, execute=in_process) == 0
+  text = results.read_text()
+  assert re.search(r"(\d+) of \1 cells done", text), text
+  assert text.count("(2) |") >= 2 and "FLOPs" in text
+  capsys.readouterr()
+  # A second sitting finds every cell done and runs nothing.
+  assert tables_cli.main(args, execute=in_process) == 0
+  assert "running" not in capsys.readouterr().out
