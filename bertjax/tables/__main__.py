@@ -3,7 +3,8 @@
 Pretrains every arm of TABLE, fine-tunes each on the table's tasks with several seeds and
 writes the results (mean ± std over seeds, pretraining FLOPs and wall time, the exact
 commands) and a plot. Resumable: run the same command again after a kill or a timeout and
-finished cells are skipped. `--scale=paper` writes each arm's pretraining config as one
+finished cells are skipped, on this machine or (through the ledger committed beside the
+results, `bertjax/tables/ledger.py`) on a fresh one. `--scale=paper` writes each arm's pretraining config as one
 gin file (OUT/<arm>.gin, for a TPU pod) and checks that it parses; nothing runs.
 `python -m bertjax.tables --list` lists the tables.
 """
@@ -13,7 +14,7 @@ import shlex
 import sys
 
 from bertjax import paths
-from bertjax.tables import catalog, grid, report
+from bertjax.tables import catalog, grid, ledger, report
 
 
 def default_out(table, scale: str) -> str:
@@ -83,12 +84,18 @@ def main(argv=None, execute=grid.run_command) -> int:
     print("Wrote and parsed:\n  " + "\n  ".join(files))
     return 0
   cells = grid.cells(table, args.scale, out)
-  status = {"failed": [], "blocked": []}
-  if not args.report_only:
-    status = grid.run(cells, log=lambda m: print(f"[{table.name}] {m}", flush=True),
-                      execute=execute)
   results = os.path.abspath(args.results or default_results(table, args.scale))
   os.makedirs(os.path.dirname(results), exist_ok=True)
+  log = lambda m: print(f"[{table.name}] {m}", flush=True)
+  ledger_file = ledger.path_for(results)
+  restored = ledger.restore(ledger_file, cells)
+  if restored:
+    log(f"{len(restored)} cells finished in earlier sittings ({ledger_file})")
+  status = {"failed": [], "blocked": []}
+  if not args.report_only:
+    status = grid.run(cells, log=log, execute=execute,
+                      on_done=lambda cell: ledger.record(ledger_file, [cell]))
+  ledger.record(ledger_file, cells)
   plot = report.plot_scores(table, args.scale, cells, os.path.splitext(results)[0] + ".png")
   with open(results, "w") as f:
     f.write(report.markdown(table, args.scale, cells, command, plot))

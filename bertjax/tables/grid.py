@@ -143,7 +143,7 @@ RECORDS: dict[str, Callable[[str], dict]] = {
     "corpus": corpus_record, "pretrain": pretraining_record, "finetune": finetune_record}
 
 
-def _atomic_json(path: str, value: dict) -> None:
+def atomic_json(path: str, value: dict) -> None:
   tmp = f"{path}.tmp{os.getpid()}"
   with open(tmp, "w") as f:
     json.dump(value, f, indent=2, default=str)
@@ -189,7 +189,7 @@ def run_cell(cell: Cell, log: Callable[[str], None] = print,
         f"log: {os.path.join(cell.directory, LOG)}")
     return False
   attempts = _attempts(cell)
-  _atomic_json(cell.marker, {
+  atomic_json(cell.marker, {
       "key": cell.key, "command": " ".join(cell.command), "wall_s": attempt["wall_s"],
       "wall_s_all_attempts": sum(a["wall_s"] for a in attempts), "attempts": len(attempts),
       "finished": time.time(), **RECORDS[cell.kind](cell.directory)})
@@ -198,9 +198,11 @@ def run_cell(cell: Cell, log: Callable[[str], None] = print,
 
 
 def run(all_cells: list[Cell], log: Callable[[str], None] = print,
-        execute: Callable[..., object] = run_command) -> dict[str, list[str]]:
-  """Runs every cell not yet done whose prerequisites are done; returns the keys
-  {'skipped': ..., 'ran': ..., 'failed': ..., 'blocked': ...}."""
+        execute: Callable[..., object] = run_command,
+        on_done: Callable[[Cell], None] = lambda cell: None) -> dict[str, list[str]]:
+  """Runs every cell not yet done whose prerequisites are done, calling `on_done(cell)`
+  after each success; returns the keys {'skipped': ..., 'ran': ..., 'failed': ...,
+  'blocked': ...}."""
   status = {"skipped": [], "ran": [], "failed": [], "blocked": []}
   by_key = {c.key: c for c in all_cells}
   for cell in all_cells:
@@ -211,5 +213,9 @@ def run(all_cells: list[Cell], log: Callable[[str], None] = print,
       status["blocked"].append(cell.key)
       continue
     log(f"running {cell.key}")
-    status["ran" if run_cell(cell, log, execute) else "failed"].append(cell.key)
+    if run_cell(cell, log, execute):
+      status["ran"].append(cell.key)
+      on_done(cell)
+    else:
+      status["failed"].append(cell.key)
   return status

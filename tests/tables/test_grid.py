@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from bertjax.tables import bert, grid, report
+from bertjax.tables import bert, grid, ledger, report
 from bertjax.tables.spec import Arm, Table, Task
 from bertjax.tables import scales
 
@@ -95,6 +95,28 @@ def test_run_resume_and_report(tmp_path):
   assert f"| B | {-20:+.1f} ± {se:.1f} (worse) |" in text
   assert "9 of 9 cells done" in text and f"{str(tmp_path)}" not in text.split("```")[-2]
   assert report.plot_scores(TABLE, "tiny", cells, str(tmp_path / "p.png"))
+
+
+def test_a_fresh_machine_restores_finished_cells_from_the_ledger(tmp_path):
+  book = str(tmp_path / "toy.cells.json")
+  first = grid.cells(TABLE, "tiny", str(tmp_path / "machine1"))
+  # The first sitting finishes arm a (pretraining and its fine-tunings) and pretrains b.
+  sitting = FakeCommands(fail={f"finetune/b/sst2/seed{s}" for s in range(3)})
+  grid.run(first, log=lambda m: None, execute=sitting,
+           on_done=lambda cell: ledger.record(book, [cell]))
+  assert sorted(ledger.load(book)) == sorted(["corpus", "pretrain/a", "pretrain/b"] +
+                                             [f"finetune/a/sst2/seed{s}" for s in range(3)])
+  # A fresh machine (an empty out folder) keeps arm a's results; arm b's fine-tunings need
+  # its checkpoint, so b is pretrained again, and so is the corpus it reads.
+  second = grid.cells(TABLE, "tiny", str(tmp_path / "machine2"))
+  restored = ledger.restore(book, second)
+  assert sorted(restored) == ["finetune/a/sst2/seed0", "finetune/a/sst2/seed1",
+                              "finetune/a/sst2/seed2", "pretrain/a"]
+  assert second[1].record() == ledger.load(book)["pretrain/a"]
+  sitting = FakeCommands()
+  grid.run(second, log=lambda m: None, execute=sitting)
+  assert sitting.ran == ["corpus", "pretrain/b"] + [f"finetune/b/sst2/seed{s}" for s in range(3)]
+  assert "9 of 9 cells done" in report.markdown(TABLE, "tiny", second, "cmd")
 
 
 def test_versus_calls_small_differences_noise():
