@@ -44,7 +44,7 @@ import transformers  # noqa: E402
 from bertjax.hf import registry  # noqa: E402
 from bertjax.models import bert, electra, roberta, t5  # noqa: E402
 from bertjax.objectives import mlm, nsp, rtd, seq2seq  # noqa: E402
-from bertjax.train import flops, optimizers, partitioning  # noqa: E402
+from bertjax.train import flops, optimizers, partitioning, trainer  # noqa: E402
 import step_timing  # noqa: E402
 
 LR, WARMUP, TOTAL = 1e-4, 100, 1000
@@ -113,12 +113,11 @@ def torch_bert(config, max_predictions):
   return make
 
 
-def torch_roberta(config):
+def torch_labelled(family: str, config, architecture: str, inputs: tuple, labels: Callable):
+  """One model whose own `loss` (from `labels=`) is the objective: RoBERTa's MLM, T5."""
   def make(b):
-    model = hf_model("roberta", config, "RobertaForMaskedLM")
-    return torch_trainer([model], lambda: model(input_ids=b["input_ids"],
-                                                attention_mask=b["attention_mask"],
-                                                labels=mlm_labels(b)).loss)
+    model = hf_model(family, config, architecture)
+    return torch_trainer([model], lambda: model(**{k: b[k] for k in inputs}, labels=labels(b)).loss)
   return make
 
 
@@ -140,16 +139,6 @@ def torch_electra(config):
                            labels=(corrupted != original).long())
       return gen.loss + 50.0 * disc.loss
     return torch_trainer([generator, discriminator], loss)
-  return make
-
-
-def torch_t5(config):
-  def make(b):
-    model = hf_model("t5", config, "T5ForConditionalGeneration")
-    return torch_trainer([model], lambda: model(input_ids=b["input_ids"],
-                                                attention_mask=b["attention_mask"],
-                                                decoder_input_ids=b["decoder_input_ids"],
-                                                labels=b["labels"]).loss)
   return make
 
 
@@ -192,7 +181,8 @@ def make_case(name: str, batch_size: int, length: int, overrides: dict) -> Case:
     config = roberta.roberta_base().replace(**overrides)
     return Case(roberta.RobertaForMaskedLM(config), mlm.MaskedLM(logits_key="logits"),
                 mlm_batch(batch_size, length, config.vocab_size), batch_size * length,
-                torch_roberta(config))
+                torch_labelled("roberta", config, "RobertaForMaskedLM",
+                               ("input_ids", "attention_mask"), mlm_labels))
   if kind == "electra-small":
     config = electra.electra_small().replace(**overrides)
     return Case(electra.ElectraGeneratorDiscriminator(config), rtd.ReplacedTokenDetection(),
@@ -203,7 +193,10 @@ def make_case(name: str, batch_size: int, length: int, overrides: dict) -> Case:
     targets = max(2, length // 4)
     return Case(t5.T5ForConditionalGeneration(config), seq2seq.Seq2SeqLM(),
                 t5_batch(batch_size, length, targets, config.vocab_size),
-                batch_size * (length + targets), torch_t5(config))
+                batch_size * (length + targets),
+                torch_labelled("t5", config, "T5ForConditionalGeneration",
+                               ("input_ids", "attention_mask", "decoder_input_ids"),
+                               lambda b: b["labels"]))
   raise ValueError(f"Unknown case {name!r}; use one of {CASES} (a bert-<size> may add /mp<N>).")
 
 
@@ -262,17 +255,20 @@ def main(argv=None):
   parser.add_argument("--sequence_length", type=int, default=128)
   parser.add_argument("--rounds", type=int, default=3)
   parser.add_argument("--matmul_size", type=int, default=2048)
+  parser.add_argument("--prng_impl", default="threefry2x32",
+                      help="our dropout's generator (Trainer.prng_impl)")
   parser.add_argument("--tiny", action="store_true", help="shrink every model (smoke test)")
   parser.add_argument("--out", default=None, help="also write the table (markdown) here")
   args = parser.parse_args(argv)
   torch.manual_seed(0)
+  trainer.set_prng_impl(args.prng_impl)
   overrides = (dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
                     vocab_size=512) if args.tiny else {})
   t5_overrides = dict(overrides, num_decoder_layers=2, head_dim=16) if args.tiny else {}
   matmul = matmul_seconds(args.matmul_size)
   lines = [f"{jax.devices()[0].device_kind}, jax {jax.__version__}, torch {torch.__version__} "
            f"({torch.get_num_threads()} threads), transformers {transformers.__version__}; "
-           f"batch {args.batch_size} x {args.sequence_length}, AdamW, dropout on, "
+           f"batch {args.batch_size} x {args.sequence_length}, AdamW, dropout on ({args.prng_impl}), "
            f"median of {args.rounds} interleaved rounds",
            "",
            "| case | compile s | GFLOP/step | ours tok/s | torch tok/s | ours % matmul "
