@@ -100,7 +100,8 @@ def torch_bert(config, max_predictions):
     if max_predictions is None:
       return torch_trainer([model], lambda: model(**inputs, labels=mlm_labels(b),
                                                   next_sentence_label=b["next_sentence_label"]).loss)
-    positions = torch.topk(b["mlm_weights"], max_predictions).indices  # as MaskedLM._positions
+    k = min(max_predictions, b["mlm_weights"].shape[1])
+    positions = torch.topk(b["mlm_weights"], k).indices  # as MaskedLM._positions
     labels = torch.gather(mlm_labels(b), 1, positions)
 
     def loss():

@@ -16,9 +16,9 @@ import side_by_side  # noqa: E402
 README = "README.md"  # the commands below are read from it
 TINY = {"python benchmarks/side_by_side.py": [
             "--tiny", "--cases=bert-mini/mp20,electra-small,t5-small", "--rounds=1",
-            "--batch_size=2", "--sequence_length=16", "--matmul_size=64"],
+            "--batch_size=8", "--sequence_length=16", "--matmul_size=64"],
         "python benchmarks/gpu_step.py": [
-            "--tiny", "--rounds=1", "--steps=1", "--batch_size=2", "--sequence_length=16"]}
+            "--tiny", "--rounds=1", "--steps=1", "--batch_size=8", "--sequence_length=16"]}
 
 
 def _readme_args(module: str) -> list[str]:
