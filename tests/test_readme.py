@@ -103,6 +103,8 @@ RUN_ELSEWHERE = {
     "bertjax.distill.speed": "tests/distill/test_student.py",
     "bertjax.analysis": "tests/analysis/test_cli.py",
     "bertjax.tables": "tests/tables/test_table_cli.py",
+    "python benchmarks/side_by_side.py": "tests/test_benchmarks.py",
+    "python benchmarks/gpu_step.py": "tests/test_benchmarks.py",
 }
 
 

@@ -79,6 +79,7 @@ class MultiHeadAttention(nn.Module):
   dtype: Dtype = jnp.float32
   decode: bool = False
   cache_cross_kv: bool = False
+  implementation: str = "xla"  # see IMPLEMENTATIONS
 
   def _projection(self, name: str) -> dense.DenseGeneral:
     return dense.DenseGeneral((self.num_heads, self.head_dim), ("embed", "heads", "kv"),
@@ -104,15 +105,55 @@ class MultiHeadAttention(nn.Module):
       key, value, filled = kv_cache.update(self, key, value)
       mask = combine_masks(mask, filled)
 
-    probs = attention_probs(query, key, mask, bias, self.scale_logits)
-    probs = observe(self, attention_dropout(self, probs, self.dropout_rate, deterministic))
-    context = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(self.dtype), value)
+    dropout = not deterministic and self.dropout_rate > 0
+    if self.implementation == "xla" or looked_into(self):
+      probs = attention_probs(query, key, mask, bias, self.scale_logits)
+      probs = observe(self, attention_dropout(self, probs, self.dropout_rate, deterministic))
+      context = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(self.dtype), value)
+    else:
+      context = fused_attention(query, key, value, mask, bias, self.scale_logits,
+                                self.implementation, dropout)
     context = nn.with_logical_constraint(context, ("batch", "length", "heads", "kv"))
 
     out = dense.DenseGeneral(inputs_q.shape[-1], ("heads", "kv", "embed"), contract_dims=2,
                              use_bias=self.use_bias, init_std=self.init_std, dtype=self.dtype,
                              name="out")(context)
     return nn.with_logical_constraint(out, ("batch", "length", "embed"))
+
+
+# `implementation`: 'xla' builds softmax(q k^T) explicitly (any backend; attention dropout,
+# head masks and recorded probabilities work); 'cudnn' is jax.nn.dot_product_attention's
+# fused kernel (NVIDIA GPUs), which never materializes the probabilities and has no dropout.
+IMPLEMENTATIONS = ("xla", "cudnn")
+
+
+def check_implementation(name: str) -> None:
+  if name not in IMPLEMENTATIONS:
+    raise ValueError(f"attention_implementation={name!r}: use one of {IMPLEMENTATIONS}.")
+
+
+def looked_into(module: nn.Module) -> bool:
+  """Whether the caller gave a head mask or asked for the probabilities (`observe`): then
+  only the explicit path can serve it."""
+  return (module.has_variable(HEAD_MASK, HEAD_MASK_NAME)
+          or module.is_mutable_collection(INTERMEDIATES))
+
+
+def fused_attention(query, key, value, mask, bias, scale_logits: bool, implementation: str,
+                    dropout: bool) -> jax.Array:
+  """[B, Q, heads, d] context through jax.nn.dot_product_attention's `implementation`."""
+  check_implementation(implementation)
+  if dropout:
+    raise ValueError(f"attention_implementation={implementation!r} has no attention dropout; "
+                     "set attention_dropout = 0 to train with it, or use 'xla'.")
+  if implementation == "cudnn" and jax.default_backend() != "gpu":
+    raise ValueError(f"attention_implementation='cudnn' needs an NVIDIA GPU; this process runs "
+                     f"on {jax.default_backend()!r}. Use 'xla'.")
+  if mask is not None:
+    mask = jnp.broadcast_to(mask, (query.shape[0], 1, query.shape[1], key.shape[1]))
+  return jax.nn.dot_product_attention(
+      query, key, value, bias=None if bias is None else bias.astype(query.dtype), mask=mask,
+      scale=None if scale_logits else 1.0, implementation=implementation)
 
 
 def attention_probs(query: jax.Array, key: jax.Array, mask: Optional[jax.Array] = None,

@@ -40,6 +40,7 @@ class TransformerLayer(nn.Module):
   # Long-sequence attention (a spec from bertjax.layers.long_attention.sparse / lowrank; None = dense).
   attention_spec: Optional[Any] = None
   num_layers: int = 1  # depth of the stack, for per-layer attention patterns
+  attention_implementation: str = "xla"  # attention.IMPLEMENTATIONS
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: Optional[Any] = None,
@@ -47,7 +48,8 @@ class TransformerLayer(nn.Module):
     if self.attention_spec is None:
       attn = attention.MultiHeadAttention(
           self.num_heads, self.head_dim, self.attention_dropout, self.use_bias,
-          init_std=self.init_std, dtype=self.dtype, decode=self.decode, name="attention")
+          init_std=self.init_std, dtype=self.dtype, decode=self.decode,
+          implementation=self.attention_implementation, name="attention")
     else:
       attn = functools.partial(self.attention_spec.make(
           num_heads=self.num_heads, head_dim=self.head_dim, dropout_rate=self.attention_dropout,
@@ -94,6 +96,7 @@ class TransformerStack(nn.Module):
   # Long-sequence attention spec (bertjax.layers.long_attention.sparse / lowrank); None = dense. The mask
   # is then the spec's `encoder_mask` (a TokenMask) and each layer gets its index.
   attention_spec: Optional[Any] = None
+  attention_implementation: str = "xla"  # attention.IMPLEMENTATIONS
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: Optional[jax.Array] = None,
@@ -127,6 +130,7 @@ class TransformerStack(nn.Module):
         layer_norm_eps=self.layer_norm_eps, pre_norm=self.pre_norm, use_bias=self.use_bias,
         init_std=self.init_std, dtype=self.dtype, deterministic=deterministic,
         emit_hidden_state=output_hidden_states, decode=decode,
+        attention_implementation=self.attention_implementation,
         **self._attention_fields(), name="layers")(x, mask, bias, *self._layer_indices())
     return x, per_layer
 

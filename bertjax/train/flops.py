@@ -9,9 +9,11 @@ Embedding lookups, norms, activations and softmax are not counted (as in Kaplan 
 al. 2020 and the PaLM MFU definition), so the number is the useful work of the model,
 independent of remat or padding tricks.
 """
+import math
 from typing import Any
 
 import jax
+import jax.extend
 
 
 def matmul_params(params: Any) -> int:
@@ -41,3 +43,40 @@ def for_model(model: Any, params: Any, sequence_length: int, output_shapes: dict
                      for s in output_shapes.values() if s is not None)
   return training_flops_per_token(params, sequence_length, layers, hidden,
                                   vocab * hidden if scores_vocab else 0)
+
+
+def dot_flops(fn, *args, **kwargs) -> float:
+  """FLOPs of every matrix product `fn(*args, **kwargs)` performs (2 per multiply-add),
+  read from its jaxpr: scanned bodies count once per step, `cond` its costliest branch.
+  Times 3, the forward pass's count is a training step's model FLOPs, whatever the
+  architecture (it counts exactly the products the model runs, e.g. an MLM head at
+  masked positions only)."""
+  return _jaxpr_dot_flops(jax.make_jaxpr(fn)(*args, **kwargs).jaxpr)
+
+
+def _jaxpr_dot_flops(jaxpr) -> float:
+  total = 0.0
+  for eqn in jaxpr.eqns:
+    if eqn.primitive.name == "dot_general":
+      (contract, _), _ = eqn.params["dimension_numbers"]
+      lhs = eqn.invars[0].aval.shape
+      out = eqn.outvars[0].aval.shape
+      total += 2.0 * math.prod(out) * math.prod(lhs[d] for d in contract)
+      continue
+    inner = [_jaxpr_dot_flops(getattr(v, "jaxpr", v)) for v in _sub_jaxprs(eqn.params)]
+    if not inner:
+      continue
+    if eqn.primitive.name == "cond":
+      total += max(inner)
+    else:
+      total += sum(inner) * eqn.params.get("length", 1)
+  return total
+
+
+def _sub_jaxprs(params: dict) -> list:
+  found = []
+  for value in params.values():
+    for item in value if isinstance(value, (tuple, list)) else (value,):
+      if isinstance(item, (jax.extend.core.Jaxpr, jax.extend.core.ClosedJaxpr)):
+        found.append(item)
+  return found

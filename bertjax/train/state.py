@@ -67,7 +67,8 @@ def state_shardings(abstract_boxed_params: Any, tx: optax.GradientTransformation
 
   opt_shardings = jax.tree_util.tree_map_with_path(leaf_sharding, abstract_opt)
   abstract = TrainState(step=jax.ShapeDtypeStruct((), jnp.int32), params=abstract_params,
-                        opt_state=abstract_opt, rng=jax.ShapeDtypeStruct((2,), jnp.uint32))
+                        opt_state=abstract_opt,
+                        rng=jax.eval_shape(lambda: jax.random.key_data(jax.random.key(0))))
   shardings = TrainState(step=replicated, params=param_shardings, opt_state=opt_shardings,
                          rng=replicated)
   return abstract, shardings

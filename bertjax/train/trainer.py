@@ -45,6 +45,16 @@ def _all_finite(tree) -> jax.Array:
   return jnp.stack(flags).all() if flags else jnp.asarray(True)
 
 
+PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
+
+
+def set_prng_impl(name: str) -> None:
+  """Makes `name` JAX's default random-bit generator (see Trainer's `prng_impl`)."""
+  if name not in PRNG_IMPLS:
+    raise ValueError(f"gin binding Trainer.prng_impl = {name!r}: use one of {PRNG_IMPLS}.")
+  jax.config.update("jax_default_prng_impl", name)
+
+
 @gin.configurable
 class Trainer:
   """A training / evaluation run of one model on one task.
@@ -70,6 +80,14 @@ class Trainer:
       it resumes; any other difference is refused.
     on_nonfinite: 'stop' or 'skip'.
     mesh: a ready jax Mesh (from code, e.g. a multi-host launcher); default `make_mesh()`.
+    prng_impl: the random-bit generator behind dropout and sampling, set as JAX's
+      `jax_default_prng_impl` for the whole process: 'threefry2x32' (JAX's default: the
+      same bits on every backend, sharding and JAX version), 'rbg' or 'unsafe_rbg' (the
+      hardware-friendly generators t5x and MaxText train with; cheaper on CPU and TPU, but
+      the bits may change with the backend, the sharding or the JAX version, and
+      'unsafe_rbg' splits keys with weaker guarantees). A seed gives other dropout masks
+      under each; the state's key takes the generator's shape (2 words for threefry, 4 for
+      the others), so a run resumes only with the generator it was started with.
   """
 
   @typechecked
@@ -86,7 +104,9 @@ class Trainer:
                best_mode: str = "max", async_checkpoints: bool = True,
                init_checkpoint: str | None = None, allow_config_change: tuple | list = (),
                on_nonfinite: str = "stop",
-               show_progress: bool = True, mesh: Any = None):
+               show_progress: bool = True, mesh: Any = None,
+               prng_impl: str = "threefry2x32"):
+    set_prng_impl(prng_impl)
     if on_nonfinite not in ("stop", "skip"):
       raise ValueError(f"gin binding Trainer.on_nonfinite = {on_nonfinite!r}: use 'stop' or 'skip'.")
     for name, value in (("num_train_steps", num_train_steps), ("batch_size", batch_size),

@@ -184,3 +184,17 @@ def test_bert_phase_two_starts_from_phase_one_params_at_512_tokens(tmp_path):
   assert jax.tree.structure(phase1) == jax.tree.structure(phase2)
   for a, b in zip(jax.tree.leaves(phase1), jax.tree.leaves(phase2)):
     np.testing.assert_array_equal(a, b)
+
+
+def test_prng_impl_rbg_trains_resumes_and_other_names_are_refused(tmp_path):
+  """Trainer.prng_impl: the rbg generator (t5x / MaxText's choice) trains and resumes with
+  its 4-word key; an unknown name fails with the choices; the next Trainer resets it."""
+  steps = ("Trainer.num_train_steps = 4", "Trainer.checkpoint_every = 2", "Trainer.log_every = 1")
+  _run(tmp_path, *steps, "Trainer.prng_impl = 'rbg'")
+  assert jax.random.key_data(jax.random.key(0)).shape == (4,)
+  _run(tmp_path, *steps[1:], "Trainer.num_train_steps = 6", "Trainer.prng_impl = 'rbg'")
+  assert [r["step"] for r in tl.metrics(tmp_path)] == list(range(1, 7))
+  with pytest.raises(ValueError, match="prng_impl = 'philox'.*threefry2x32"):
+    _run(tmp_path / "bad", "Trainer.prng_impl = 'philox'")
+  _run(tmp_path / "default", "Trainer.num_train_steps = 1")
+  assert jax.random.key_data(jax.random.key(0)).shape == (2,)

@@ -8,7 +8,7 @@ shared fields always come first, in this order).
 import dataclasses
 from typing import Self
 
-from bertjax.layers import activations
+from bertjax.layers import activations, attention
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +28,9 @@ class EncoderConfig:
   pad_token_id: int = 0
   dtype: str = "float32"  # compute dtype; parameters are always float32
   remat: bool = False
+  # Self-attention kernel (bertjax.layers.attention.IMPLEMENTATIONS): 'xla' (explicit, any
+  # backend) or 'cudnn' (fused, NVIDIA GPUs, no attention dropout). Used by BertModel.
+  attention_implementation: str = "xla"
   # Task classes (transformers' id2label, problem_type, classifier_dropout): the labels'
   # names in id order, how a classifier's outputs are read, the head's dropout (None:
   # hidden_dropout). Bare encoders ignore them.
@@ -40,6 +43,7 @@ class EncoderConfig:
       raise ValueError(f"{type(self).__name__}: hidden_size={self.hidden_size} is not a multiple "
                        f"of num_heads={self.num_heads}; pick sizes where it divides evenly.")
     activations.get_activation(self.hidden_act)  # fails early on an unknown name
+    attention.check_implementation(self.attention_implementation)
     check_labels(self)
 
   @property

@@ -1,0 +1,56 @@
+"""attention_implementation: the fused path gives the explicit path's outputs, analysis
+(head masks, recorded probabilities) always takes the explicit path, and names or
+backends that cannot work fail with what to use instead."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bertjax.layers import attention
+from bertjax.models import bert
+
+
+@pytest.fixture
+def fused_on_cpu(monkeypatch):
+  """'cudnn' routed to jax.nn.dot_product_attention's portable kernel, so the fused
+  plumbing (masks, scaling, layout) runs here without a GPU."""
+  real = jax.nn.dot_product_attention
+  monkeypatch.setattr(jax.nn, "dot_product_attention",
+                      lambda *a, implementation=None, **k: real(*a, implementation="xla", **k))
+  monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+
+
+def _model_and_inputs(**overrides):
+  cfg = bert.bert_tiny(**overrides)
+  params = bert.init_params(bert.BertModel(bert.bert_tiny()), jax.random.key(0))
+  ids = jnp.arange(32, dtype=jnp.int32).reshape(2, 16) + 5
+  mask = jnp.ones((2, 16), jnp.int32).at[1, 10:].set(0)
+  return cfg, params, ids, mask
+
+
+def test_fused_matches_explicit_and_analysis_stays_explicit(fused_on_cpu):
+  cfg, params, ids, mask = _model_and_inputs()
+  explicit = bert.BertModel(cfg).apply({"params": params}, ids, mask)["last_hidden_state"]
+  fused_model = bert.BertModel(cfg.replace(attention_implementation="cudnn"))
+  fused = fused_model.apply({"params": params}, ids, mask)["last_hidden_state"]
+  np.testing.assert_allclose(fused, explicit, atol=2e-5)
+  out, state = fused_model.apply({"params": params}, ids, mask, mutable=[attention.INTERMEDIATES])
+  probs = jax.tree.leaves(state)[0]
+  assert probs.shape == (2, 2, 2, 16, 16)  # [layers, batch, heads, q, k]: explicit path
+  np.testing.assert_allclose(out["last_hidden_state"], explicit, atol=2e-5)
+
+
+def test_fused_refuses_attention_dropout(fused_on_cpu):
+  cfg, params, ids, mask = _model_and_inputs(attention_implementation="cudnn")
+  with pytest.raises(ValueError, match="no attention dropout.*attention_dropout = 0"):
+    bert.BertModel(cfg).apply({"params": params}, ids, mask, deterministic=False,
+                              rngs={"dropout": jax.random.key(1)})
+
+
+def test_bad_name_and_missing_gpu_are_explained():
+  with pytest.raises(ValueError, match="attention_implementation='flash'.*'xla', 'cudnn'"):
+    bert.bert_tiny(attention_implementation="flash")
+  cfg, params, ids, mask = _model_and_inputs(attention_implementation="cudnn")
+  if jax.default_backend() != "gpu":
+    with pytest.raises(ValueError, match="needs an NVIDIA GPU.*Use 'xla'"):
+      bert.BertModel(cfg).apply({"params": params}, ids, mask)

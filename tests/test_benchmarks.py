@@ -1,0 +1,46 @@
+"""The README's benchmark commands (## Performance), run as written with tiny models and
+one round appended: the side-by-side train step and the GPU script (on CPU here, which
+skips the cudnn row), each writing its markdown table."""
+import shlex
+import sys
+
+import pytest
+
+from bertjax import paths
+from tests import test_readme
+
+sys.path.insert(0, str(paths.REPO_ROOT / "benchmarks"))
+import gpu_step  # noqa: E402
+import side_by_side  # noqa: E402
+
+README = "README.md"  # the commands below are read from it
+TINY = {"python benchmarks/side_by_side.py": [
+            "--tiny", "--cases=bert-mini/mp20,electra-small,t5-small", "--rounds=1",
+            "--batch_size=8", "--sequence_length=16", "--matmul_size=64"],
+        "python benchmarks/gpu_step.py": [
+            "--tiny", "--rounds=1", "--steps=1", "--batch_size=8", "--sequence_length=16"]}
+
+
+def _readme_args(module: str) -> list[str]:
+  commands = [c for c in test_readme.all_shell_commands() if test_readme.module_of(c) == module]
+  assert commands, f"{README} shows no `{module}` command"
+  return shlex.split(commands[0])[2:]
+
+
+@pytest.mark.slow
+def test_side_by_side_writes_its_table(tmp_path, capsys):
+  out = tmp_path / "table.md"
+  side_by_side.main(_readme_args("python benchmarks/side_by_side.py")
+                    + TINY["python benchmarks/side_by_side.py"] + [f"--out={out}"])
+  rows = [l for l in out.read_text().splitlines() if l.startswith("| ") and "---" not in l]
+  assert [r.split(" | ")[0] for r in rows[1:]] == ["| bert-mini/mp20", "| electra-small",
+                                                   "| t5-small"]
+  assert "ours / torch" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_gpu_step_writes_its_table(tmp_path, monkeypatch):
+  monkeypatch.setenv("OUT", str(tmp_path))
+  gpu_step.main(_readme_args("python benchmarks/gpu_step.py") + TINY["python benchmarks/gpu_step.py"])
+  table = (tmp_path / "gpu_step.md").read_text()
+  assert "| float32 | xla |" in table and "| bfloat16 | xla |" in table
