@@ -43,7 +43,11 @@ class Embed(nn.Module):
         (self.num_embeddings, self.features), jnp.float32)
 
   def __call__(self, ids: jax.Array) -> jax.Array:
-    return jnp.take(jnp.asarray(self.embedding, self.dtype), ids, axis=0)
+    # Gather in the parameters' float32 and cast the rows, not the table: the same forward
+    # values, but the gradient's scatter-add into the table then runs in float32. In bf16 it
+    # is both less exact and, on a GPU, several times slower (BERT-base at 32 x 512 on an
+    # H100: bf16 steps took longer than float32 ones before this change).
+    return jnp.take(self.embedding, ids, axis=0).astype(self.dtype)
 
   def attend(self, x: jax.Array) -> jax.Array:
     return jnp.einsum("...e,ve->...v", x, jnp.asarray(self.embedding, self.dtype))
