@@ -44,7 +44,7 @@ import transformers  # noqa: E402
 from bertjax.hf import registry  # noqa: E402
 from bertjax.models import bert, electra, roberta, t5  # noqa: E402
 from bertjax.objectives import mlm, nsp, rtd, seq2seq  # noqa: E402
-from bertjax.train import flops, optimizers, partitioning, trainer  # noqa: E402
+from bertjax.train import flops, optimizers, partitioning, prng  # noqa: E402
 import step_timing  # noqa: E402
 
 LR, WARMUP, TOTAL = 1e-4, 100, 1000
@@ -262,7 +262,7 @@ def main(argv=None):
   parser.add_argument("--out", default=None, help="also write the table (markdown) here")
   args = parser.parse_args(argv)
   torch.manual_seed(0)
-  trainer.set_prng_impl(args.prng_impl)
+  prng.set_prng_impl(args.prng_impl)
   overrides = (dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
                     vocab_size=512) if args.tiny else {})
   t5_overrides = dict(overrides, num_decoder_layers=2, head_dim=16) if args.tiny else {}

@@ -28,7 +28,7 @@ import numpy as np
 from bertjax import checkpoints
 from bertjax.train import distributed, flops, metrics as metrics_writer, optimizers, partitioning
 from bertjax.train import inputs as train_inputs, loop as train_loop, state as train_state
-from bertjax.train import run_start, step as train_step
+from bertjax.train import prng, run_start, step as train_step
 from bertjax.configurables import typechecked
 from bertjax.layers.embeddings import check_length
 from bertjax.models.common.config import max_positions
@@ -43,16 +43,6 @@ def _all_finite(tree) -> jax.Array:
   flags = [jnp.isfinite(x).all() for x in jax.tree.leaves(tree)
            if jnp.issubdtype(x.dtype, jnp.inexact)]
   return jnp.stack(flags).all() if flags else jnp.asarray(True)
-
-
-PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
-
-
-def set_prng_impl(name: str) -> None:
-  """Makes `name` JAX's default random-bit generator (see Trainer's `prng_impl`)."""
-  if name not in PRNG_IMPLS:
-    raise ValueError(f"gin binding Trainer.prng_impl = {name!r}: use one of {PRNG_IMPLS}.")
-  jax.config.update("jax_default_prng_impl", name)
 
 
 @gin.configurable
@@ -106,7 +96,7 @@ class Trainer:
                on_nonfinite: str = "stop",
                show_progress: bool = True, mesh: Any = None,
                prng_impl: str = "threefry2x32"):
-    set_prng_impl(prng_impl)
+    prng.set_prng_impl(prng_impl)
     if on_nonfinite not in ("stop", "skip"):
       raise ValueError(f"gin binding Trainer.on_nonfinite = {on_nonfinite!r}: use 'stop' or 'skip'.")
     for name, value in (("num_train_steps", num_train_steps), ("batch_size", batch_size),
