@@ -22,7 +22,7 @@ from typing import Callable, Optional
 
 from bertjax import paths
 from bertjax.tables import corpus as corpus_lib
-from bertjax.tables.spec import Arm, Scale, Table
+from bertjax.tables.spec import Arm, Scale, Table, Task
 
 MARKER = "cell.json"
 ATTEMPTS = "attempts.jsonl"
@@ -78,34 +78,72 @@ def pretrain_gin_files(scale: Scale, arm: Arm) -> list[str]:
   return [f"gin/{scale.run_gin}"] + [f"gin/{f}" for f in arm.gin_files]
 
 
+def corpus_cell(scale: Scale, out: str) -> Optional[Cell]:
+  """The corpus cell of `scale` (None when the arms' gin files bring their own data)."""
+  if scale.corpus is None:
+    return None
+  directory = os.path.join(out, "corpus")
+  return Cell("corpus", "corpus", directory,
+              _python("bertjax.tables.corpus", directory, scale.corpus))
+
+
+def arm_dir(out: str, arm: Arm) -> str:
+  """The folder of an arm's pretrained model (its pretraining cell's `--model_dir`)."""
+  return os.path.join(out, arm.name, "pretrain")
+
+
+def pretrain_cell(scale: Scale, arm: Arm, out: str, corpus_dir: Optional[str]) -> Cell:
+  """`python -m bertjax.main` for one arm; it needs the corpus and the arms in `arm.after`.
+  '{out}' in the arm's bindings is the table's output folder (e.g. a teacher's path)."""
+  model_dir = arm_dir(out, arm)
+  bindings = [b.replace("{out}", out) for b in pretrain_bindings(scale, arm, corpus_dir)]
+  command = _python("bertjax.main", f"--model_dir={model_dir}",
+                    *[f"--gin_file={f}" for f in pretrain_gin_files(scale, arm)],
+                    *[f"--gin_bindings={b}" for b in bindings])
+  needs = (("corpus",) if corpus_dir else ()) + tuple(f"pretrain/{a}" for a in arm.after)
+  return Cell(f"pretrain/{arm.name}", "pretrain", model_dir, command, arm=arm.name,
+              needs=needs)
+
+
+def finetune_cell(scale: Scale, arm: Arm, task: Task, seed: int, out: str,
+                  module: str = "bertjax.finetune.run", flags: tuple[str, ...] = ()) -> Cell:
+  """One fine-tuning run of a pretrained arm (`module` takes --checkpoint, --output_dir,
+  --task and --seed, then the scale's, the task's, the arm's and the given `flags`)."""
+  directory = os.path.join(out, arm.name, task.name, f"seed{seed}")
+  command = _python(module, f"--checkpoint={arm_dir(out, arm)}", f"--output_dir={directory}",
+                    f"--task={task.name}", f"--seed={seed}", *scale.finetune,
+                    *scale.per_task.get(task.name, ()), *arm.finetune_flags, *flags)
+  return Cell(f"finetune/{arm.name}/{task.name}/seed{seed}", "finetune", directory,
+              tuple(c.replace("{out}", out) for c in command), arm=arm.name, task=task.name,
+              seed=seed, needs=(f"pretrain/{arm.name}",), fresh=True)
+
+
+def pretrain_then_finetune(table: Table, scale: Scale, out: str) -> list[Cell]:
+  """The usual table: the corpus, every arm pretrained, each fine-tuned on every task x
+  seed with `bertjax.finetune.run`."""
+  corpus = corpus_cell(scale, out)
+  result = [corpus] if corpus else []
+  corpus_dir = corpus.directory if corpus else None
+  result += [pretrain_cell(scale, arm, out, corpus_dir) for arm in table.arms]
+  result += [finetune_cell(scale, arm, task, seed, out)
+             for arm in table.arms for task in table.tasks_at(scale) for seed in scale.seeds]
+  return result
+
+
 def cells(table: Table, scale_name: str, out: str) -> list[Cell]:
-  """All cells of `table` at `scale_name` under folder `out`, in running order."""
+  """All cells of `table` at `scale_name` under folder `out`, in running order (each cell
+  after the cells it needs): `table.cells`, or `pretrain_then_finetune`."""
   scale = table.scale(scale_name)
-  out = os.path.abspath(out)
-  result, corpus_dir = [], None
-  if scale.corpus is not None:
-    corpus_dir = os.path.join(out, "corpus")
-    result.append(Cell("corpus", "corpus", corpus_dir,
-                       _python("bertjax.tables.corpus", corpus_dir, scale.corpus)))
-  for arm in table.arms:
-    model_dir = os.path.join(out, arm.name, "pretrain")
-    command = _python("bertjax.main", f"--model_dir={model_dir}",
-                      *[f"--gin_file={f}" for f in pretrain_gin_files(scale, arm)],
-                      *[f"--gin_bindings={b}" for b in pretrain_bindings(scale, arm, corpus_dir)])
-    result.append(Cell(f"pretrain/{arm.name}", "pretrain", model_dir, command, arm=arm.name,
-                       needs=("corpus",) if corpus_dir else ()))
-  for arm in table.arms:
-    for task in table.tasks_at(scale):
-      for seed in scale.seeds:
-        directory = os.path.join(out, arm.name, task.name, f"seed{seed}")
-        command = _python("bertjax.finetune.run",
-                          f"--checkpoint={os.path.join(out, arm.name, 'pretrain')}",
-                          f"--output_dir={directory}", f"--task={task.name}",
-                          f"--seed={seed}", *scale.finetune,
-                          *scale.per_task.get(task.name, ()), *arm.finetune_flags)
-        result.append(Cell(f"finetune/{arm.name}/{task.name}/seed{seed}", "finetune",
-                           directory, command, arm=arm.name, task=task.name, seed=seed,
-                           needs=(f"pretrain/{arm.name}",), fresh=True))
+  build = table.cells or pretrain_then_finetune
+  result = build(table, scale, os.path.abspath(out))
+  keys = [c.key for c in result]
+  if len(set(keys)) != len(keys):
+    raise ValueError(f"Table {table.name!r} builds duplicate cells: {keys}.")
+  for i, cell in enumerate(result):
+    missing = [k for k in cell.needs if k not in keys[:i]]
+    if missing:
+      raise ValueError(f"Cell {cell.key!r} of table {table.name!r} needs {missing}, which "
+                       "do not come before it.")
   return result
 
 

@@ -72,7 +72,10 @@ def _pretraining_rows(table: Table, cells: list[grid.Cell]) -> list[str]:
   rows = ["| arm | steps | tokens | FLOPs | FLOPs/token | wall (all attempts) | held-out |",
           "|---|---:|---:|---:|---:|---:|---|"]
   for arm in table.arms:
-    cell = next(c for c in cells if c.key == f"pretrain/{arm.name}")
+    cell = next((c for c in cells if c.key == f"pretrain/{arm.name}"), None)
+    if cell is None:
+      rows.append(f"| {arm.label} | no pretraining | | | | | |")
+      continue
     rec = cell.record()
     if rec is None:
       rows.append(f"| {arm.label} | not done | | | | | |")
@@ -138,6 +141,8 @@ def markdown(table: Table, scale_name: str, cells: list[grid.Cell], command: str
       f"- **{a.label}** (`{a.name}`): " + " ".join(f"`{f}`" for f in a.gin_files)
       + "".join(f" `{b}`" for b in a.bindings) + (f"; {a.note}" if a.note else "")
       for a in table.arms]
+  if table.report is not None:
+    lines += [""] + table.report(table, scale, cells)
   if table.notes:
     lines += ["", "## Notes", ""] + [f"- {n}" for n in table.notes]
   out = os.path.dirname(cells[0].directory) if cells[0].kind == "corpus" else None

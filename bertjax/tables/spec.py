@@ -10,7 +10,7 @@ of each task and the seeds. `cells(table, scale, out)` (bertjax.tables.grid) tur
 two into commands.
 """
 import dataclasses
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,6 +22,8 @@ class Arm:
   finetune_flags: flags of every fine-tuning run of this arm (e.g. its pooling).
   model_overrides: config fields merged over the scale's model sizes (e.g. ELECTRA's
     generator fraction); `None` values drop a scale field the arm's config lacks.
+  after: arms whose pretraining must finish before this one's (a distilled student's
+    teacher); '{out}' in bindings and finetune_flags is the table's output folder.
   """
   name: str
   label: str
@@ -29,6 +31,7 @@ class Arm:
   bindings: tuple[str, ...] = ()
   finetune_flags: tuple[str, ...] = ()
   model_overrides: Mapping[str, object] = dataclasses.field(default_factory=dict)
+  after: tuple[str, ...] = ()
   note: str = ""
 
 
@@ -71,7 +74,14 @@ class Scale:
 
 @dataclasses.dataclass(frozen=True)
 class Table:
-  """A paper's table: `direction` says what the paper found, in one sentence."""
+  """A paper's table: `direction` says what the paper found, in one sentence.
+
+  cells: `(table, scale, out) -> [grid.Cell]` for a table whose cells are not the usual
+    corpus -> pretrain every arm -> fine-tune every arm x task x seed
+    (`grid.pretrain_then_finetune`, the default).
+  report: `(table, scale, cells) -> [markdown lines]`, sections added to results.md
+    (e.g. measured speed and parameter counts).
+  """
   name: str
   paper: str
   title: str
@@ -80,6 +90,8 @@ class Table:
   tasks: tuple[Task, ...]
   scales: Mapping[str, Scale]
   notes: tuple[str, ...] = ()
+  cells: Optional[Callable[..., list]] = None
+  report: Optional[Callable[..., list[str]]] = None
 
   def scale(self, name: str) -> Scale:
     if name not in self.scales:

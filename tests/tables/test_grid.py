@@ -132,3 +132,27 @@ def test_every_table_has_the_three_scales_and_paper_configs_parse(tmp_path):
   files = cli.write_paper_configs(bert.TABLE5, str(tmp_path))
   assert [os.path.basename(f) for f in files] == ["mlm_nsp.gin", "no_nsp.gin", "ltr.gin"]
   cli.validate_paper_configs(files)
+
+
+def test_arms_after_others_and_custom_cells_are_checked(tmp_path):
+  import dataclasses
+  student = Arm("student", "S", ("models/bert_base.gin", "objectives/distilbert_distill.gin"),
+                ("teacher_dir = '{out}/a/pretrain'",), after=("a",))
+  table = dataclasses.replace(TABLE, arms=TABLE.arms[:1] + (student,))
+  cells = {c.key: c for c in grid.cells(table, "tiny", str(tmp_path))}
+  assert cells["pretrain/student"].needs == ("corpus", "pretrain/a")
+  assert f"--gin_bindings=teacher_dir = '{tmp_path}/a/pretrain'" in (
+      cells["pretrain/student"].command)
+  # A table's own cell builder is checked: a cell before what it needs is refused.
+  backwards = lambda t, scale, out: list(reversed(grid.pretrain_then_finetune(t, scale, out)))
+  with pytest.raises(ValueError, match="do not come before it"):
+    grid.cells(dataclasses.replace(TABLE, cells=backwards), "tiny", str(tmp_path))
+  # Arms without a pretraining cell (students trained from scratch) and a table's own
+  # report section.
+  def students_only(t, scale, out):
+    return [dataclasses.replace(grid.finetune_cell(scale, arm, TASK, 0, out), needs=())
+            for arm in t.arms]
+  custom = dataclasses.replace(TABLE, cells=students_only,
+                               report=lambda t, scale, cells: ["## Speed", "", "fast"])
+  text = report.markdown(custom, "tiny", grid.cells(custom, "tiny", str(tmp_path)), "cmd")
+  assert "| A | no pretraining |" in text and "## Speed\n\nfast" in text
