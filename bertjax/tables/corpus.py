@@ -10,7 +10,8 @@ Every document is written one sentence per line (what NSP / SOP / segment-pair r
 split on) into `train.jsonl.gz` / `validation.jsonl.gz`, plus a WordPiece vocabulary
 trained on the train split (`wordpiece/`, BERT's special tokens, lower-cased) and
 `stats.json` (documents, sentences and WordPiece tokens per part). `build(out, size)` is
-deterministic and `size='tiny'` keeps a handful of documents of each part (tests).
+deterministic and `size='tiny'` keeps the first sentences of a handful of documents of each
+part (tests: a few thousand tokens, so that even static masking's ten copies are quick).
 """
 import gzip
 import json
@@ -21,7 +22,8 @@ from typing import Iterator
 
 from bertjax import paths
 
-SIZES = {"cpu": None, "tiny": 12}  # documents per part (None: all)
+# (documents per part, sentences per document); None: all.
+SIZES = {"cpu": (None, None), "tiny": (8, 12)}
 VOCAB_SIZES = {"cpu": 8192, "tiny": 600}
 STATS_FILE = "stats.json"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
@@ -84,7 +86,7 @@ def build(out: str, size: str = "cpu") -> dict:
   if is_built(out):
     with open(os.path.join(out, STATS_FILE)) as f:
       return json.load(f)
-  limit = SIZES[size]
+  documents_limit, sentences_limit = SIZES[size]
   tmp = f"{out}.tmp{os.getpid()}"
   shutil.rmtree(tmp, ignore_errors=True)
   os.makedirs(tmp)
@@ -93,7 +95,8 @@ def build(out: str, size: str = "cpu") -> dict:
     texts[split] = {}
     with gzip.open(os.path.join(tmp, f"{split}.jsonl.gz"), "wt", encoding="utf-8") as f:
       for part, documents in parts(split).items():
-        kept = [d for d in documents if d.count("\n") >= 1][:limit]
+        kept = ["\n".join(d.split("\n")[:sentences_limit])
+                for d in documents if d.count("\n") >= 1][:documents_limit]
         texts[split][part] = kept
         f.writelines(json.dumps({"text": d, "source": part}) + "\n" for d in kept)
   from bertjax.data import vocab_training  # pylint: disable=g-import-not-at-top
