@@ -21,7 +21,7 @@ def test_the_two_tables_cover_every_paper_variant_once():
 def test_cells_pretrain_each_variant_then_fine_tune_text_to_text_from_it(table, tmp_path):
   cells = grid.cells(table, "cpu", str(tmp_path))
   arms = [a.name for a in table.arms]
-  tasks = ["sst2", "mrpc", "rte"]
+  tasks = ["sst2"]
   assert [c.key for c in cells] == (
       ["corpus"] + [f"pretrain/{a}" for a in arms]
       + [f"finetune/{a}/{t}/seed{s}" for a in arms for t in tasks for s in (0, 1, 2)])
@@ -35,14 +35,14 @@ def test_cells_pretrain_each_variant_then_fine_tune_text_to_text_from_it(table, 
     assert pretrain.command[-1] == f"--gin_bindings=Trainer.train_task = 't5_{arm}'"
     assert "--gin_file=gin/runs/t5_pretrain.gin" in pretrain.command
     assert f"--gin_bindings={spm}" in pretrain.command
-    assert "--gin_bindings=Trainer.num_train_steps = 600" in pretrain.command
-  finetune = by_key[f"finetune/{arms[1]}/mrpc/seed2"]
+    assert "--gin_bindings=Trainer.num_train_steps = 300" in pretrain.command
+  finetune = by_key[f"finetune/{arms[1]}/sst2/seed2"]
   assert finetune.kind == "t2t_finetune" and finetune.fresh
   assert finetune.needs == (f"pretrain/{arms[1]}",)
   command = finetune.command
   assert command[:4] == ("python", "-m", "bertjax.main", f"--model_dir={finetune.directory}")
   for binding in (f"INIT_CHECKPOINT = '{tmp_path}/{arms[1]}/pretrain'",
-                  "Trainer.train_task = 't2t_glue_mrpc'", "Trainer.seed = 2", spm,
+                  "Trainer.train_task = 't2t_glue_sst2'", "Trainer.seed = 2", spm,
                   "bertjax.data.recipes.text_to_text.text_to_text_dataset.vocabulary = "
                   "@c4_sentencepiece()"):
     assert f"--gin_bindings={binding}" in command
