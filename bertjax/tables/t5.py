@@ -119,9 +119,10 @@ PAPER = Scale("paper", {}, {"num_train_steps": 2 ** 18, "batch_size": 128,
 CPU_COST = (
     "Cost at the cpu scale, from 40-step runs of its exact commands on the shared 2-core "
     "machine at load 10-12 (wall / CPU seconds): pretraining with 128-token targets "
-    "(every arm but span corruption's) 4.5 s a step plus 139 s to start, compile, "
-    "evaluate and save (40 steps: 319 s wall, 112 s CPU); span corruption's 29-token "
-    "targets 1.5 s a step plus 118 s (179 s wall, 73 s CPU); SST-2 fine-tuning 1.6 s a "
+    "(prefix LM, BERT- and MASS-style, deshuffling, the i.i.d. arms) 4.5 s a step plus "
+    "139 s to start, compile, evaluate and save (40 steps: 319 s wall, 112 s CPU); span "
+    "corruption's 29-token targets (and the span-length arms' 22-30) 1.5 s a step plus "
+    "118 s (179 s wall, 73 s CPU); SST-2 fine-tuning 1.6 s a "
     "step, 46 s per generation-scored dev evaluation, 129 s fixed (238 s wall, 92 s CPU). "
     "A table is then about 5.3 hours at that load, and about 2 hours where the run has a "
     "core to itself (wall = CPU time; BERT Table 5's pretraining ran there at 0.9-1.9 s "
