@@ -3,6 +3,8 @@
   corpus                         python -m bertjax.tables.corpus OUT/corpus SIZE
   pretrain/<arm>                 python -m bertjax.main --model_dir=OUT/<arm>/pretrain ...
   finetune/<arm>/<task>/seed<n>  python -m bertjax.finetune.run --checkpoint=... --seed=n
+                                 (or, text to text, python -m bertjax.main with the arm's
+                                 model initialised from its pretraining: kind t2t_finetune)
 
 A cell is done when its folder holds `cell.json`, written atomically (tmp + rename) only
 after its command exited 0: it records the command, wall time of every attempt and what
@@ -32,7 +34,7 @@ LOG = "cell.log"
 @dataclasses.dataclass(frozen=True)
 class Cell:
   key: str
-  kind: str  # corpus | pretrain | finetune
+  kind: str  # corpus | pretrain | finetune | t2t_finetune
   directory: str
   command: tuple[str, ...]
   arm: str = ""
@@ -70,7 +72,7 @@ def pretrain_bindings(scale: Scale, arm: Arm, corpus_dir: Optional[str]) -> list
   bindings += [f"Trainer.{k} = {v!r}" for k, v in scale.pretrain.items()]
   bindings += list(scale.bindings)
   if corpus_dir is not None:
-    bindings += corpus_lib.gin_bindings(corpus_dir)
+    bindings += corpus_lib.gin_bindings(corpus_dir, scale.vocabulary)
   return bindings + list(arm.bindings)
 
 
@@ -83,8 +85,9 @@ def corpus_cell(scale: Scale, out: str) -> Optional[Cell]:
   if scale.corpus is None:
     return None
   directory = os.path.join(out, "corpus")
+  vocabulary = () if scale.vocabulary == "wordpiece" else (scale.vocabulary,)
   return Cell("corpus", "corpus", directory,
-              _python("bertjax.tables.corpus", directory, scale.corpus))
+              _python("bertjax.tables.corpus", directory, scale.corpus, *vocabulary))
 
 
 def arm_dir(out: str, arm: Arm) -> str:
@@ -118,15 +121,37 @@ def finetune_cell(scale: Scale, arm: Arm, task: Task, seed: int, out: str,
               seed=seed, needs=(f"pretrain/{arm.name}",), fresh=True)
 
 
+def text_to_text_cell(scale: Scale, arm: Arm, task: Task, seed: int, out: str,
+                      corpus_dir: str, model_gin: tuple[str, ...], train_task: str) -> Cell:
+  """`python -m bertjax.main` fine-tuning an arm's pretrained encoder-decoder text to text
+  (T5): `model_gin` (under gin/) at the arm's sizes, initialised from its pretraining
+  (INIT_CHECKPOINT), on `train_task` with the corpus's vocabulary, seed `seed`; then the
+  scale's, the task's and the arm's flags (--gin_file / --gin_bindings)."""
+  directory = os.path.join(out, arm.name, task.name, f"seed{seed}")
+  bindings = [f"build_model.config_overrides = {model_overrides(scale, arm)!r}",
+              f"INIT_CHECKPOINT = '{arm_dir(out, arm)}'", f"Trainer.train_task = '{train_task}'",
+              f"Trainer.seed = {seed}"]
+  bindings += corpus_lib.vocabulary_bindings(
+      corpus_dir, scale.vocabulary, "bertjax.data.recipes.text_to_text.text_to_text_dataset")
+  command = _python("bertjax.main", f"--model_dir={directory}",
+                    *[f"--gin_file=gin/{f}" for f in model_gin],
+                    *[f"--gin_bindings={b}" for b in bindings], *scale.finetune,
+                    *scale.per_task.get(task.name, ()), *arm.finetune_flags)
+  return Cell(f"finetune/{arm.name}/{task.name}/seed{seed}", "t2t_finetune", directory,
+              tuple(c.replace("{out}", out) for c in command), arm=arm.name, task=task.name,
+              seed=seed, needs=(f"pretrain/{arm.name}",), fresh=True)
+
+
 def pretrain_then_finetune(table: Table, scale: Scale, out: str) -> list[Cell]:
   """The usual table: the corpus, every arm pretrained, each fine-tuned on every task x
   seed with `bertjax.finetune.run`."""
   corpus = corpus_cell(scale, out)
   result = [corpus] if corpus else []
   corpus_dir = corpus.directory if corpus else None
-  result += [pretrain_cell(scale, arm, out, corpus_dir) for arm in table.arms]
+  arms = table.arms_at(scale)
+  result += [pretrain_cell(scale, arm, out, corpus_dir) for arm in arms]
   result += [finetune_cell(scale, arm, task, seed, out)
-             for arm in table.arms for task in table.tasks_at(scale) for seed in scale.seeds]
+             for arm in arms for task in table.tasks_at(scale) for seed in scale.seeds]
   return result
 
 
@@ -172,13 +197,34 @@ def finetune_record(directory: str) -> dict:
     return json.load(f)
 
 
+def text_to_text_record(directory: str) -> dict:
+  """A text-to-text fine-tuning's generation-scored dev metrics (GenerationEvaluator's
+  `generate_*`), under 'eval' as finetune.run's: `dev` holds each metric's best over the
+  run's evaluations (T5 reports the best checkpoint on validation), `final` the last."""
+  with open(os.path.join(directory, "metrics.jsonl")) as f:
+    rows = [json.loads(line) for line in f if line.strip()]
+  prefix = "generate_"
+  evals = [{"step": r["step"], **{k[len(prefix):]: v for k, v in r.items()
+                                  if k.startswith(prefix)}}
+           for r in rows if r.get("split") == "eval" and any(k.startswith(prefix) for k in r)]
+  if not evals:
+    raise ValueError(f"No generation-scored evaluation in {directory}/metrics.jsonl: the run "
+                     "needs Trainer.evaluators = [@GenerationEvaluator()] (runs/t5_finetune.gin).")
+  names = [k for k in evals[-1] if k not in ("step", "examples", "invalid_predictions")]
+  best = {k: max(e[k] for e in evals) for k in names}
+  return {"eval": {"dev": best, "final": evals[-1]}, "evals": evals,
+          "steps": finetune_record(directory)["step"]}
+
+
 def corpus_record(directory: str) -> dict:
   with open(os.path.join(directory, corpus_lib.STATS_FILE)) as f:
     return json.load(f)
 
 
 RECORDS: dict[str, Callable[[str], dict]] = {
-    "corpus": corpus_record, "pretrain": pretraining_record, "finetune": finetune_record}
+    "corpus": corpus_record, "pretrain": pretraining_record, "finetune": finetune_record,
+    "t2t_finetune": text_to_text_record}
+FINETUNE_KINDS = ("finetune", "t2t_finetune")  # the cells a table scores
 
 
 def atomic_json(path: str, value: dict) -> None:

@@ -11,7 +11,7 @@ import os
 from typing import Optional
 
 from bertjax.tables import grid
-from bertjax.tables.spec import Table, Task
+from bertjax.tables.spec import Arm, Table, Task
 
 
 def metric(record: dict, path: str) -> Optional[float]:
@@ -39,7 +39,7 @@ def mean_std(values: list[float]) -> tuple[float, float]:
 def scores(cells: list[grid.Cell], arm: str, task: Task, path: str) -> list[float]:
   out = []
   for cell in cells:
-    if cell.kind == "finetune" and (cell.arm, cell.task) == (arm, task.name) and cell.done():
+    if cell.kind in grid.FINETUNE_KINDS and (cell.arm, cell.task) == (arm, task.name) and cell.done():
       value = metric(cell.record(), path)
       if value is not None:
         out.append(percent(value, path))
@@ -68,10 +68,10 @@ def versus(reference: list[float], other: list[float]) -> str:
   return f"{diff:+.1f} ± {se:.1f} ({verdict})"
 
 
-def _pretraining_rows(table: Table, cells: list[grid.Cell]) -> list[str]:
+def _pretraining_rows(arms: tuple[Arm, ...], cells: list[grid.Cell]) -> list[str]:
   rows = ["| arm | steps | tokens | FLOPs | FLOPs/token | wall (all attempts) | held-out |",
           "|---|---:|---:|---:|---:|---:|---|"]
-  for arm in table.arms:
+  for arm in arms:
     cell = next((c for c in cells if c.key == f"pretrain/{arm.name}"), None)
     if cell is None:
       rows.append(f"| {arm.label} | no pretraining | | | | | |")
@@ -90,24 +90,25 @@ def _pretraining_rows(table: Table, cells: list[grid.Cell]) -> list[str]:
   return rows
 
 
-def _score_rows(table: Table, tasks: tuple[Task, ...], cells: list[grid.Cell]) -> list[str]:
+def _score_rows(arms: tuple[Arm, ...], tasks: tuple[Task, ...],
+                cells: list[grid.Cell]) -> list[str]:
   head = "| arm | " + " | ".join(t.label for t in tasks) + " |"
   rows = [head, "|---|" + "---:|" * len(tasks)]
-  for arm in table.arms:
+  for arm in arms:
     rows.append(f"| {arm.label} | " + " | ".join(
         _fmt(scores(cells, arm.name, t, t.metric)) for t in tasks) + " |")
   extras = [(t, p) for t in tasks for p in t.extra]
   if extras:
     rows += ["", "| arm | " + " | ".join(f"{t.name} {p}" for t, p in extras) + " |",
              "|---|" + "---:|" * len(extras)]
-    for arm in table.arms:
+    for arm in arms:
       rows.append(f"| {arm.label} | " + " | ".join(
           _fmt(scores(cells, arm.name, t, p)) for t, p in extras) + " |")
-  if len(table.arms) > 1:
-    first = table.arms[0]
+  if len(arms) > 1:
+    first = arms[0]
     rows += ["", f"Difference from {first.label} (mean, ± standard error of the difference):",
              "", head, "|---|" + "---:|" * len(tasks)]
-    for arm in table.arms[1:]:
+    for arm in arms[1:]:
       rows.append(f"| {arm.label} | " + " | ".join(
           versus(scores(cells, first.name, t, t.metric), scores(cells, arm.name, t, t.metric))
           for t in tasks) + " |")
@@ -117,23 +118,25 @@ def _score_rows(table: Table, tasks: tuple[Task, ...], cells: list[grid.Cell]) -
 def markdown(table: Table, scale_name: str, cells: list[grid.Cell], command: str,
              plot: Optional[str] = None) -> str:
   scale = table.scale(scale_name)
-  tasks = table.tasks_at(scale)
+  tasks, arms = table.tasks_at(scale), table.arms_at(scale)
   done = [c for c in cells if c.done()]
   lines = [f"# {table.title}", "",
            f"Scale `{scale_name}`; {len(done)} of {len(cells)} cells done"
            + ("" if len(done) == len(cells) else
               " (not done: " + ", ".join(c.key for c in cells if not c.done()) + ")") + ".",
            "", f"**The paper:** {table.direction}", "", "## Downstream (mean ± std over seeds)",
-           ""] + _score_rows(table, tasks, cells)
+           ""] + _score_rows(arms, tasks, cells)
   if plot:
     lines += ["", f"![{table.name}]({os.path.basename(plot)})"]
   lines += ["", "## Pretraining (equal steps x batch x length for every arm)", ""]
-  lines += _pretraining_rows(table, cells)
+  lines += _pretraining_rows(arms, cells)
   corpus = next((c for c in cells if c.kind == "corpus"), None)
   if corpus is not None and corpus.done():
     rec = corpus.record()
+    vocabulary = {"wordpiece": "WordPiece", "sentencepiece": "SentencePiece"}[
+        rec.get("vocabulary", "wordpiece")]
     lines += ["", f"Corpus ({rec['size']}): {rec['train_tokens']:,} train / "
-              f"{rec['validation_tokens']:,} held-out WordPiece tokens, vocabulary "
+              f"{rec['validation_tokens']:,} held-out {vocabulary} tokens, vocabulary "
               f"{rec['vocab_size']:,} (bertjax/tables/corpus.py): "
               + ", ".join(f"{p} {v['tokens']:,}" for p, v in rec["parts"]["train"].items())
               + "."]
@@ -160,11 +163,12 @@ def plot_scores(table: Table, scale_name: str, cells: list[grid.Cell], path: str
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  tasks = table.tasks_at(table.scale(scale_name))
+  scale = table.scale(scale_name)
+  tasks, arms = table.tasks_at(scale), table.arms_at(scale)
   fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(tasks), 3.2))
-  width = 0.8 / len(table.arms)
+  width = 0.8 / len(arms)
   any_bar = False
-  for i, arm in enumerate(table.arms):
+  for i, arm in enumerate(arms):
     means, stds = [], []
     for task in tasks:
       values = scores(cells, arm.name, task, task.metric)

@@ -54,8 +54,10 @@ class Scale:
   bindings: further gin bindings of every pretraining run (e.g. its learning rate).
   run_gin: the run file every arm starts from.
   corpus: 'cpu' / 'tiny' (bertjax.tables.corpus), or None: the gin files' own data.
+  vocabulary: the corpus's vocabulary, 'wordpiece' or 'sentencepiece' (T5's, sentinels).
   finetune: flags of every fine-tuning run; per_task: more flags per task name.
   tasks: task names run at this scale (None: all of the table's).
+  arms: arm names run at this scale (None: all; e.g. one arm at the tiny scale).
   seeds: fine-tuning seeds.
   runnable: False for the paper's scale (its gin is written and parsed, not run here).
   """
@@ -67,7 +69,9 @@ class Scale:
   bindings: tuple[str, ...] = ()
   run_gin: str = "runs/pretrain.gin"
   corpus: Optional[str] = "cpu"
+  vocabulary: str = "wordpiece"
   tasks: Optional[tuple[str, ...]] = None
+  arms: Optional[tuple[str, ...]] = None
   seeds: tuple[int, ...] = (0, 1, 2)
   runnable: bool = True
 
@@ -103,6 +107,11 @@ class Table:
     if scale.tasks is None:
       return self.tasks
     return tuple(t for t in self.tasks if t.name in scale.tasks)
+
+  def arms_at(self, scale: Scale) -> tuple[Arm, ...]:
+    if scale.arms is None:
+      return self.arms
+    return tuple(a for a in self.arms if a.name in scale.arms)
 
   def arm(self, name: str) -> Arm:
     for arm in self.arms:

@@ -55,3 +55,19 @@ def test_build_counts_parts_and_is_deterministic(data_dir, tmp_path):
   bindings = corpus.gin_bindings(str(tmp_path / "one"))
   assert f"hf_vocabulary.name_or_path = '{tmp_path / 'one' / 'wordpiece'}'" in bindings
   assert corpus.build(str(tmp_path / "one"), "cpu") == stats  # built: never rebuilt
+
+
+def test_sentencepiece_corpus_has_t5_ids_and_sentinels(data_dir, tmp_path):
+  from bertjax.data import c4  # pylint: disable=g-import-not-at-top
+  out = str(tmp_path / "spm")
+  stats = corpus.build(out, "tiny", "sentencepiece")
+  bindings = corpus.gin_bindings(out, "sentencepiece")
+  assert f"c4_sentencepiece.cache_dir = '{out}/sentencepiece'" in bindings
+  vocab = c4.c4_sentencepiece(cache_dir=f"{out}/sentencepiece", extra_ids=corpus.SENTINELS)
+  assert (vocab.pad_id, vocab.eos_id, vocab.unk_id) == (0, 1, 2)
+  assert stats["vocabulary"] == "sentencepiece" and stats["vocab_size"] == vocab.vocab_size
+  assert vocab.decode([vocab.vocab_size - 1]) == "<extra_id_0>"  # the first sentinel
+  assert vocab.decode(vocab.encode("The lobster is red.")) == "The lobster is red."  # cased
+  assert stats["train_tokens"] == sum(p["tokens"] for p in stats["parts"]["train"].values())
+  with pytest.raises(ValueError, match="sentencepiece vocabulary, not wordpiece"):
+    corpus.build(out, "tiny")

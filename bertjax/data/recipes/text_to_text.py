@@ -310,7 +310,9 @@ def text_to_text_dataset(task_name: str, split: str, batch_size: int, sequence_l
   ds = task.get_dataset(lengths(task_name, sequence_length), split=split, use_cached=False,
                         shuffle=False, seed=seed, num_epochs=1, trim_output_features=False)
   if train and max_train_examples:
-    ds = ds.take(max_train_examples)
+    # Kept in memory: a small subset would otherwise be re-read and re-tokenised from the
+    # whole file on every pass that fills the shuffle buffer.
+    ds = ds.take(max_train_examples).cache()
   if num_shards > 1:  # an in-memory source: each host keeps every num_shards-th example
     ds = ds.shard(num_shards, shard_id)
   if train:

@@ -206,6 +206,17 @@ def test_task_dataset_batches(vocab, tmp_path, monkeypatch):
     t2t.get_task("t2t_glue_sst2", vocab).get_dataset({"inputs": 8, "targets": 4}, split="x")
 
 
+def test_train_subset_keeps_the_first_examples_over_many_passes(vocab, tmp_path, monkeypatch):
+  monkeypatch.setenv("BERTJAX_DATA_DIR", str(tmp_path))
+  rows = [["a" + " good" * i + " movie", "1"] for i in range(12)]  # 12 distinct sentences
+  testlib.write_glue(tmp_path, "SST-2", "train", ["sentence", "label"], rows)
+  ds = t2t.text_to_text_dataset("t2t_glue_sst2", "train", 4, 32, 0, 0, 1, vocabulary=vocab,
+                                pack=False, max_train_examples=3)
+  seen = {vocab.decode([t for t in row if t not in (0, vocab.eos_id)])
+          for batch in ds.take(6).as_numpy_iterator() for row in batch["input_ids"]}
+  assert seen == {f"sst2 sentence: {r[0]}" for r in rows[:3]}  # 24 rows, 3 examples
+
+
 def test_data_directory_defaults_to_the_shared_data():
   assert t2t.data_directory() == os.fspath(paths.data_dir())
   assert t2t.data_directory("/x") == "/x"
