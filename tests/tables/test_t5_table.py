@@ -1,5 +1,6 @@
 """T5's objective tables: one pretraining per objective variant, each fine-tuned text to text
-from its weights and scored on generated text (commands faked, then one real tiny arm)."""
+from its weights and scored on generated text (commands faked here; tests/tables/test_table_cli.py
+runs the README's table commands for real at tiny scale)."""
 import json
 import os
 
@@ -107,20 +108,3 @@ def test_every_arm_s_paper_scale_gin_parses(table, tmp_path):
   assert "Trainer.num_train_steps = 262144" in text and "Trainer.batch_size = 128" in text
   assert "Trainer.sequence_length = 512" in text and "include 'models/t5_base.gin'" in text
   cli.validate_paper_configs(files)
-
-
-@pytest.mark.slow
-def test_one_arm_end_to_end_at_tiny_scale(tmp_path):
-  """corpus -> span-corruption pretraining -> text-to-text SST-2, in this process; the
-  fine-tuning starts from every pretrained parameter."""
-  from tests.tables.test_table_cli import in_process  # pylint: disable=g-import-not-at-top
-  cells = grid.cells(t5.OBJECTIVES, "tiny", str(tmp_path))[:3]
-  status = grid.run(cells, log=lambda m: None, execute=in_process)
-  assert status["ran"] == [c.key for c in cells], status
-  stats, pretrain, finetune = (c.record() for c in cells)
-  assert stats["vocabulary"] == "sentencepiece" and stats["train_tokens"] > 0
-  assert pretrain["steps"] == 2 and pretrain["eval"]["seq2seq_loss"] > 0
-  assert 0.0 <= finetune["eval"]["dev"]["accuracy"] <= 1.0
-  assert finetune["evals"][-1]["examples"] == 16
-  log = open(os.path.join(cells[2].directory, grid.LOG)).read()
-  assert f"Initialized from {cells[1].directory} (weights); 0 parameters new" in log

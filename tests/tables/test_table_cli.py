@@ -1,6 +1,7 @@
 """The README's table commands (section "Reproducing the papers"), run at the tiny scale:
 every cell of the BERT Table 5 grid in this process (tests/helpers/cli.py), then again to
 check that a finished table is skipped; `--scale=paper` writes and parses its gin."""
+import os
 import re
 import shlex
 
@@ -45,6 +46,13 @@ def test_readme_table_command_end_to_end_at_tiny_scale(argv, tmp_path, capsys):
   text = results.read_text()
   assert re.search(r"(\d+) of \1 cells done", text), text
   assert text.count("(2) |") >= 2 and "FLOPs" in text
+  # Every fine-tuning starts from all of its arm's pretrained weights.
+  from bertjax.tables import catalog, grid  # pylint: disable=g-import-not-at-top
+  for cell in grid.cells(catalog.get(argv[0]), "tiny", str(out)):
+    if cell.kind == "t2t_finetune":
+      pretrained = os.path.join(str(out), cell.arm, "pretrain")
+      log = open(os.path.join(cell.directory, grid.LOG)).read()
+      assert f"Initialized from {pretrained} (weights); 0 parameters new" in log, log[-2000:]
   capsys.readouterr()
   # A second sitting finds every cell done and runs nothing.
   assert tables_cli.main(args, execute=in_process) == 0
