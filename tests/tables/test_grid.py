@@ -156,3 +156,33 @@ def test_arms_after_others_and_custom_cells_are_checked(tmp_path):
                                report=lambda t, scale, cells: ["## Speed", "", "fast"])
   text = report.markdown(custom, "tiny", grid.cells(custom, "tiny", str(tmp_path)), "cmd")
   assert "| A | no pretraining |" in text and "## Speed\n\nfast" in text
+
+
+def _pretraining_configs():
+  from bertjax.tables import catalog  # pylint: disable=g-import-not-at-top
+  for table in catalog.TABLES.values():
+    for scale in ("tiny", "cpu"):
+      for cell in grid.cells(table, scale, "/nonexistent/out"):
+        if cell.kind == "pretrain" and cell.command[2] == "bertjax.main":
+          yield pytest.param(cell, id=f"{table.name}-{scale}-{cell.arm}")
+
+
+@pytest.mark.parametrize("cell", list(_pretraining_configs()))
+def test_every_arm_pretraining_config_parses_and_builds_its_model(cell):
+  """Every arm at every runnable scale (the README's tiny runs train only some arms): its
+  gin files and bindings parse, and its model builds at the scale's sizes."""
+  import gin  # pylint: disable=g-import-not-at-top
+  from bertjax import configurables, main  # pylint: disable=g-import-not-at-top
+  value = lambda prefix: [a[len(prefix):] for a in cell.command if a.startswith(prefix)]
+  gin.clear_config()
+  try:
+    main.parse_gin(value("--gin_file="), value("--gin_bindings="))
+    for scope in ("", "student/", "teacher/"):
+      try:
+        gin.query_parameter(f"{scope}build_model.config")
+      except ValueError:
+        continue
+      with gin.config_scope(scope.rstrip("/") or None):
+        assert configurables.build_model() is not None
+  finally:
+    gin.clear_config()
