@@ -1,8 +1,9 @@
-"""What `python -m bertjax.distill.student` and `.speed` share: parsing their private
-flag sets (help on request, flags reset afterwards so tests can call `main` again)
-and turning bad input into a one-line exit message."""
+"""What `python -m bertjax.distill.student`, `.speed` and `.pair_speed` share: parsing
+their private flag sets (help on request, flags reset afterwards so tests can call `main`
+again), turning bad input into a one-line exit message and printing the JSON report."""
+import json
 import sys
-from typing import Callable
+from typing import Callable, Optional
 
 import jax
 from absl import flags
@@ -30,3 +31,12 @@ def entry_point(program: str, main: Callable[[list[str]], dict]) -> None:
 
 def count_params(params) -> int:
   return int(sum(x.size for x in jax.tree.leaves(params)))
+
+
+def emit(report: dict, path: Optional[str]) -> dict:
+  """Prints `report` as JSON and, given a `path`, writes it there too."""
+  if path:
+    with open(path, "w") as f:
+      json.dump(report, f, indent=2)
+  print(json.dumps(report, indent=2))
+  return report

@@ -13,7 +13,6 @@ for `--repeats` timed passes each (so a busy shared CPU slows both alike) and th
 median pass gives sentences/s. The speed-up is student sentences/s over teacher's.
 """
 import functools
-import json
 import statistics
 import time
 from typing import Callable
@@ -118,11 +117,7 @@ def run() -> dict:
   report["speedup"] = (report["student"]["sentences_per_s"]
                        / report["teacher"]["sentences_per_s"])
   report["params_ratio"] = report["teacher"]["params"] / report["student"]["params"]
-  if FLAGS.out:
-    with open(FLAGS.out, "w") as f:
-      json.dump(report, f, indent=2)
-  print(json.dumps(report, indent=2))
-  return report
+  return cli.emit(report, FLAGS.out)
 
 
 def main(argv: list[str]) -> dict:

@@ -21,9 +21,8 @@ from bertjax import batch as contract
 from bertjax.checkpoints import encoders, load_params
 from bertjax.checkpoints.formats import open_model
 from bertjax.evaluation import glue as glue_eval
-from bertjax.finetune import glue, loop
+from bertjax.finetune import glue, loop, task_models
 from bertjax.finetune.tokenization import WordPiece
-from bertjax.models.common import task_heads as heads
 
 CONFIG_FILE = "config.gin"  # what bertjax.finetune.run writes into OUTPUT_DIR
 # The run's settings the teacher needs: (gin binding, default when the run left it unset).
@@ -83,8 +82,12 @@ class Teacher:
     if task.is_regression:
       raise ValueError(f"--teacher={run_dir!r} was fine-tuned on {task.name}, a regression task; "
                        "logit distillation here needs a classification task.")
-    encoder = encoders.base_encoder(open_model(checkpoint or settings["checkpoint"]))
-    module = heads.SequenceClassifier(encoder.module, task.num_labels, settings["pooling"])
+    model = open_model(checkpoint or settings["checkpoint"])
+    encoder = encoders.base_encoder(model)
+    # The classifier fine-tuning built: the family's own head (e.g. BERT's pooler, which
+    # a BertForMaskedLM checkpoint lacks; DistilBERT's pre-classifier) or the generic one.
+    module = task_models.build(model, task_models.SEQUENCE, task.labels,
+                               pooling=settings["pooling"], fresh_head=True).module
     params, metadata = load_params(run_dir)
     _check_params(module, params, run_dir)
     tokenizer = WordPiece.from_path(settings["tokenizer"] or encoder.tokenizer_dir)

@@ -51,3 +51,14 @@ def test_a_teacher_of_another_family_is_refused(tmp_path):
   with pytest.raises(ValueError, match="holds a 'roberta' model; the DistilBERT recipe distils "
                                        "a BERT teacher"):
     distilbert_init.write_init_checkpoint(str(tmp_path / "run"), str(tmp_path / "init"))
+
+
+def test_a_random_student_leaves_the_student_to_the_run(tmp_path):
+  run_dirs.fake_run(tmp_path / "run", "bert_tiny")
+  config, chosen = distilbert_init.write_init_checkpoint(
+      str(tmp_path / "run"), str(tmp_path / "init"), random_student=True)
+  written, metadata = load_params(str(tmp_path / "init"))
+  assert set(written) == {"teacher"} and chosen == [] and metadata["teacher_layers"] == []
+  assert metadata["student_config"]["num_layers"] == config.num_layers == (
+      open_model(str(tmp_path / "run")).config.num_layers + 1) // 2
+  _assert_same(written["teacher"], jax.device_get(open_model(str(tmp_path / "run")).params))
