@@ -118,14 +118,19 @@ def cells(table: Table, scale: Scale, out: str) -> list[grid.Cell]:
   then the speed comparison."""
   corpus = grid.corpus_cell(scale, out)
   corpus_dir = corpus.directory if corpus else None
+  arms = table.arms_at(scale)
+  if arms[:2] != (TEACHER, STUDENTS[0]):
+    raise ValueError(f"Every scale of {table.name!r} runs the teacher and the full student "
+                     f"(the speed comparison's pair), not only {[a.name for a in arms]}.")
   result = ([corpus] if corpus else []) + [grid.pretrain_cell(scale, TEACHER, out, corpus_dir)]
-  result += [init_cell(out, init) for init in INITS]
-  for arm in table.arms[1:]:
+  result += [init_cell(out, init) for init in INITS
+             if any(student_init(arm) == init for arm in arms[1:])]
+  for arm in arms[1:]:
     sized = dataclasses.replace(arm, bindings=tuple(student_bindings(scale)) + arm.bindings)
     cell = grid.pretrain_cell(scale, sized, out, corpus_dir)
     result.append(dataclasses.replace(cell, needs=cell.needs + (f"init/{student_init(arm)}",)))
   result += [grid.finetune_cell(scale, arm, task, seed, out)
-             for arm in table.arms for task in table.tasks_at(scale) for seed in scale.seeds]
+             for arm in arms for task in table.tasks_at(scale) for seed in scale.seeds]
   return result + [speed_cell(table, scale, out)]
 
 
@@ -171,7 +176,7 @@ def report_section(table: Table, scale: Scale, cells_: list[grid.Cell]) -> list[
            " Δ macro vs DistilBERT | paper's Δ |",
            "|---|" + "---:|" * (len(tasks) + 4)]
   full = _macro(tasks, cells_, STUDENTS[0].name)
-  for arm in table.arms:
+  for arm in table.arms_at(scale):
     means = [report.scores(cells_, arm.name, t, t.metric) for t in tasks]
     macro = _macro(tasks, cells_, arm.name)
     share = 100 * macro / teacher if macro is not None and teacher else None
@@ -183,7 +188,7 @@ def report_section(table: Table, scale: Scale, cells_: list[grid.Cell]) -> list[
   lines += ["", "Each ablation against the full student, per task (± standard error of the "
             "difference):", "", "| arm | " + " | ".join(t.label for t in tasks) + " |",
             "|---|" + "---:|" * len(tasks)]
-  for arm in STUDENTS[1:]:
+  for arm in table.arms_at(scale)[2:]:
     lines.append(f"| {arm.label} | " + " | ".join(report.versus(
         report.scores(cells_, STUDENTS[0].name, t, t.metric),
         report.scores(cells_, arm.name, t, t.metric)) for t in tasks) + " |")
@@ -226,8 +231,11 @@ TABLE = Table(
     arms=(TEACHER,) + STUDENTS,
     tasks=(SST2, MRPC, RTE),
     scales={
-        "tiny": dataclasses.replace(scales.tiny(("sst2",)), model={
-            **scales.TINY_MODEL, "num_layers": TEACHER_LAYERS["tiny"]}),
+        # Tests: the teacher, the full student and the random-init student (each kind of
+        # cell once); every arm's config is parsed at the cpu scale too.
+        "tiny": dataclasses.replace(
+            scales.tiny(("sst2",), arms=("teacher", "distilbert", "random_init")),
+            model={**scales.TINY_MODEL, "num_layers": TEACHER_LAYERS["tiny"]}),
         # About two hours on 2 cores: the teacher's 600 steps (~20 min), 5 x 150 distillation
         # steps (~45 min), 24 fine-tunings (~60 min). RTE (near chance at this size) and a
         # third seed would add ~45 min.

@@ -1,7 +1,9 @@
 """The DistilBERT table: its grid (teacher -> inits -> students -> fine-tunings -> speed),
 what each ablation binds and what that does to the triple loss, its report section, and
-one real tiny run of each new command kind (teacher pretraining, student initialisation,
-distillation, fine-tuning the student, the side-by-side speed measurement)."""
+the README's command run for real at the tiny scale (teacher pretraining, student
+initialisation, distillation, fine-tuning, the side-by-side speed measurement), README.md's
+`python -m bertjax.tables distilbert` line."""
+import dataclasses
 import json
 import os
 
@@ -15,15 +17,19 @@ from bertjax.checkpoints.params import load_params
 from bertjax.objectives.distill import DistilBertLoss
 from bertjax.tables import distilbert, grid, report
 from tests.tables.test_grid import FakeCommands
-from tests.tables.test_table_cli import in_process
+from bertjax.tables import __main__ as tables_cli
+from tests.tables.test_table_cli import in_process, readme_table_commands
 
 STUDENTS = [a.name for a in distilbert.STUDENTS]
 ARMS = ["teacher"] + STUDENTS
+# The tiny scale with every arm (the README's tiny run trains three of them).
+ALL_ARMS = dataclasses.replace(distilbert.TABLE, scales={
+    "tiny": dataclasses.replace(distilbert.TABLE.scale("tiny"), arms=None)})
 
 
 def test_cells_run_teacher_then_inits_then_students_then_finetuning(tmp_path):
   out = str(tmp_path)
-  cells = grid.cells(distilbert.TABLE, "tiny", out)
+  cells = grid.cells(ALL_ARMS, "tiny", out)
   keys = [c.key for c in cells]
   assert keys == (["corpus", "pretrain/teacher", "init/every_other_layer", "init/random"]
                   + [f"pretrain/{s}" for s in STUDENTS]
@@ -139,11 +145,11 @@ class FakeDistillation(FakeCommands):
 
 
 def test_report_gives_the_students_share_the_ablations_and_the_speed(tmp_path):
-  cells = grid.cells(distilbert.TABLE, "tiny", str(tmp_path))
+  cells = grid.cells(ALL_ARMS, "tiny", str(tmp_path))
   status = grid.run(cells, log=lambda m: None, execute=FakeDistillation())
   assert not status["failed"] and not status["blocked"]
   assert cells[3].record()["teacher_layers"] == []
-  text = report.markdown(distilbert.TABLE, "tiny", cells, "cmd")
+  text = report.markdown(ALL_ARMS, "tiny", cells, "cmd")
   # Teacher 81.0, student 78.0: 96.3% of the teacher; - L_ce is 7.0 points below.
   assert "| BERT teacher | 81.0 | 81.0 | 100.0% | - |  |" in text
   assert "| DistilBERT (triple loss, teacher init) | 78.0 | 78.0 | 96.3% | - |  |" in text
@@ -161,16 +167,16 @@ def test_paper_scale_configs_parse(tmp_path):
 
 
 @pytest.mark.slow
-def test_teacher_init_distillation_finetuning_and_speed_at_tiny_scale(tmp_path):
-  """Each new command kind once, for real (in this process): the teacher pretrained, the
-  student cut from its every other layer, distilled 2 steps, fine-tuned from the
-  distillation run, then timed against the fine-tuned teacher."""
+def test_readme_command_at_tiny_scale(tmp_path):
+  """The README's `python -m bertjax.tables distilbert` at the tiny scale, for real (in this
+  process): the teacher pretrained, the student cut from its every other layer (and one
+  drawn at random), distilled 2 steps, every arm fine-tuned, then timed side by side."""
+  (argv,) = [a for a in readme_table_commands() if a[0] == "distilbert"]
+  argv = [a.replace("--scale=cpu", "--scale=tiny") for a in argv]
+  assert tables_cli.main(argv + [f"--out={tmp_path}", f"--results={tmp_path}/r.md"],
+                         execute=in_process) == 0
   cells = {c.key: c for c in grid.cells(distilbert.TABLE, "tiny", str(tmp_path))}
-  for key in ("corpus", "pretrain/teacher", "init/every_other_layer", "init/random",
-              "pretrain/distilbert", "finetune/teacher/sst2/seed0",
-              "finetune/distilbert/sst2/seed0", "speed"):
-    assert grid.run_cell(cells[key], log=lambda m: None, execute=in_process), (
-        open(os.path.join(cells[key].directory, grid.LOG)).read()[-3000:])
+  assert all(c.done() for c in cells.values())
   teacher, _ = load_params(str(tmp_path / "teacher" / "pretrain"))
   init, metadata = load_params(str(tmp_path / "init" / "every_other_layer"))
   record = cells["init/every_other_layer"].record()
@@ -188,3 +194,4 @@ def test_teacher_init_distillation_finetuning_and_speed_at_tiny_scale(tmp_path):
   speed = cells["speed"].record()
   assert (speed["teacher"]["layers"], speed["student"]["layers"]) == (2, 1)
   assert speed["student"]["params"] < speed["teacher"]["params"] and speed["speedup"] > 0
+  assert "Student / teacher parameters:" in (tmp_path / "r.md").read_text()
