@@ -1,8 +1,9 @@
 """Every paper table `python -m bertjax.tables` runs, by name."""
-from bertjax.tables import bert, roberta
+from bertjax.tables import bert, roberta, task_distillation
 from bertjax.tables.spec import Table
 
-TABLES: dict[str, Table] = {t.name: t for t in (bert.TABLE5, roberta.TABLE1, roberta.TABLE2)}
+TABLES: dict[str, Table] = {t.name: t for t in (bert.TABLE5, roberta.TABLE1, roberta.TABLE2,
+                                              task_distillation.TABLE)}
 
 
 def get(name: str) -> Table:

@@ -4,6 +4,10 @@
   pretrain/<arm>                 python -m bertjax.main --model_dir=OUT/<arm>/pretrain ...
   finetune/<arm>/<task>/seed<n>  python -m bertjax.finetune.run --checkpoint=... --seed=n
 
+A table may build other cells (Table.cells), e.g. `transfer` (a command that writes a
+results.json, as fine-tuning does) or `speed` (a timing that writes `speed.json`,
+bertjax.distill.speed).
+
 A cell is done when its folder holds `cell.json`, written atomically (tmp + rename) only
 after its command exited 0: it records the command, wall time of every attempt and what
 the cell produced (pretraining FLOPs and held-out metrics; the task's scores). Done cells
@@ -32,7 +36,7 @@ LOG = "cell.log"
 @dataclasses.dataclass(frozen=True)
 class Cell:
   key: str
-  kind: str  # corpus | pretrain | finetune
+  kind: str  # corpus | pretrain | finetune | transfer | speed
   directory: str
   command: tuple[str, ...]
   arm: str = ""
@@ -177,8 +181,17 @@ def corpus_record(directory: str) -> dict:
     return json.load(f)
 
 
+SPEED_FILE = "speed.json"
+
+
+def speed_record(directory: str) -> dict:
+  with open(os.path.join(directory, SPEED_FILE)) as f:
+    return json.load(f)
+
+
 RECORDS: dict[str, Callable[[str], dict]] = {
-    "corpus": corpus_record, "pretrain": pretraining_record, "finetune": finetune_record}
+    "corpus": corpus_record, "pretrain": pretraining_record, "finetune": finetune_record,
+    "transfer": finetune_record, "speed": speed_record}
 
 
 def atomic_json(path: str, value: dict) -> None:
