@@ -54,7 +54,7 @@ def test_cells_teacher_then_transfer_set_then_students_then_speed(tmp_path):
   assert teacher.kind == "finetune" and teacher.arm == td.TEACHER and teacher.needs == ()
   assert teacher.command[2] == "bertjax.finetune.run"
   assert f"--checkpoint={td.minilm()}" in teacher.command
-  assert "--max_train_examples=4000" in teacher.command
+  assert "--max_train_examples=2000" in teacher.command
   scored = by_key["transfer/sst2"]
   assert scored.needs == ("teacher/sst2",)
   assert {"--transfer_only", "--augment", f"--teacher={teacher.directory}"} <= set(
