@@ -233,7 +233,7 @@ def _speed_rows(table: Table, task: Task, cells: list[grid.Cell]) -> list[str]:
   cell = next((c for c in cells if c.key == f"speed/{task.name}"), None)
   record = cell.record() if cell else None
   if record is None:
-    return [f"{task.label}: not measured yet."]
+    return [f"{task.label.split()[0]}: not measured yet."]
   label = {c.directory: table.arm(c.arm).label for c in cells if c.kind == "finetune"}
   teacher = record["teacher"]
   rows = [f"{task.label.split()[0]}: {record['sentences']} {record['split']} sentences, "
