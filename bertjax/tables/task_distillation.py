@@ -111,8 +111,8 @@ TINY = Budget(
     per_architecture={"bilstm": ("--embedding_size=16", "--hidden_size=8", "--mlp_size=8"),
                       "transformer": ("--width=16", "--layers=1", "--heads=2", "--ffn=32")},
     speed=("--max_examples=16", "--batch_size=8", "--repeats=1"))
-# Sized from real steps measured on this machine (the table's notes): about 2.2 hours at a
-# load average of 10-12 on the 2 shared cores. The teacher sees 2,000 SST-2 rows (1 epoch) and
+# Sized from real cells and steps measured on this machine (the table's notes): about 2
+# hours on the 2 shared cores. The teacher sees 2,000 SST-2 rows (1 epoch) and
 # 1,000 MRPC pairs (3 epochs); the students the same rows and 2 augmented copies of each,
 # 5 epochs (the best kept); the Transformer student is BERT-tiny's shape (2 layers, 128 wide).
 CPU = Budget(
@@ -284,12 +284,12 @@ TABLE = Table(
         "the cpu scale runs SST-2 and MRPC, the paper scale writes SST-2, QQP and MNLI.",
         f"At the paper scale the teacher's base is ${TEACHER_ENV}, a Hugging Face BERT-large "
         "folder (e.g. bert-large-uncased).",
-        "Cost at cpu scale, from real steps on the 2 shared cores at a load average of 10-12 "
-        "(wall): the teacher 4-9 s per step of 32 x 64 tokens, 7-14 s at 128, and it scores "
-        "17 SST-2 sentences/s; the BiLSTM 2.6 steps/s of 50 sentences (1.4 of MRPC pairs), the "
-        "2 x 128 Transformer 2.7 (about 1.3 of pairs). SST-2: teacher 8 min, transfer set 6, "
-        "each seed's 6 students 15, speed 3 (about 1 h); MRPC: teacher 17 min, transfer set 5, "
-        "15 per seed, speed 4 (about 1.2 h).",
+        "Cost at cpu scale on the 2 shared cores (wall): SST-2's cells at a load average of 5-9 "
+        "took: teacher 4.8 min (62 steps), transfer set 2.3 (4,950 rows + 872 dev scored), "
+        "the six seed-0 students 14 (1.3-3.5 each), speed 0.9; so about 50 min for SST-2. "
+        "MRPC, from steps measured at load 11 (the teacher 7-14 s per step of 32 pairs x 128 "
+        "tokens, the BiLSTM 1.4 steps/s of pairs): teacher about 14 min, transfer set 3, 14 "
+        "per seed, speed 2; about 1 h. The table: about 2 hours.",
     ),
     cells=build_cells,
     report=speed_report,
