@@ -1,16 +1,18 @@
-r"""Teacher vs BiLSTM student: parameters and inference speed, measured in one run.
+r"""Teacher vs its students: parameters and inference speed, measured in one run.
 
   python -m bertjax.distill.speed --teacher=TEACHER_OUT --student=STUDENT_OUT \
-      [--split=dev --batch_size=64 --repeats=5] [--out=speed.json]
+      [--student=ANOTHER_STUDENT_OUT ...] [--split=dev --batch_size=64 --repeats=5] \
+      [--out=speed.json]
 
-Both models classify the same sentences (a GLUE split of the teacher's task) in
+All models (the teacher and each --student, a BiLSTM or a small Transformer) classify
+the same sentences (a GLUE split of the teacher's task) in
 batches of the same size, each through its own jitted forward pass, each on its own
 inputs (the teacher's WordPiece ids up to its fine-tuning length, the student's word
 ids). Batches are made once, before timing: rows sorted by length, padding trimmed to a
 power of two (at least 32, as fine-tuning's prediction does), the last batch filled up
-to the full size. A warm-up pass compiles every shape; then the two models take turns
-for `--repeats` timed passes each (so a busy shared CPU slows both alike) and the
-median pass gives sentences/s. The speed-up is student sentences/s over teacher's.
+to the full size. A warm-up pass compiles every shape; then the models take turns for
+`--repeats` timed passes each (so a busy shared CPU slows all alike) and the median
+pass gives sentences/s. A student's speed-up is its sentences/s over the teacher's.
 """
 import functools
 import statistics
@@ -33,7 +35,8 @@ _integer = functools.partial(flags.DEFINE_integer, flag_values=FLAGS)
 
 _string("teacher", None, "OUTPUT_DIR of the teacher's `python -m bertjax.finetune.run`.")
 _string("teacher_checkpoint", None, "The teacher's base encoder, if it moved since the run.")
-_string("student", None, "A `python -m bertjax.distill.student --out` folder.")
+flags.DEFINE_multi_string("student", [], "A `python -m bertjax.distill.student --out` folder "
+                          "(repeat the flag for several students).", flag_values=FLAGS)
 _string("split", "dev", "Which split of the teacher's task to classify.")
 _string("data_dir", None, "Data folder; default bertjax.paths.data_dir().")
 _integer("max_examples", 0, "Keep the first N sentences (0: all).")
@@ -85,38 +88,39 @@ def run() -> dict:
     if not FLAGS[name].value:
       raise ValueError(f"Give --{name}.")
   teacher = Teacher.from_finetune_run(FLAGS.teacher, FLAGS.teacher_checkpoint)
-  student = student_checkpoint.load_student(FLAGS.student)
-  if student.metadata.get("task") not in (None, teacher.task.name):
-    raise ValueError(f"--student={FLAGS.student} was trained on {student.metadata['task']}, "
-                     f"--teacher={FLAGS.teacher} on {teacher.task.name}.")
+  students = [student_checkpoint.load_student(path) for path in FLAGS.student]
+  for path, student in zip(FLAGS.student, students):
+    if student.metadata.get("task") not in (None, teacher.task.name):
+      raise ValueError(f"--student={path} was trained on {student.metadata['task']}, "
+                       f"--teacher={FLAGS.teacher} on {teacher.task.name}.")
   examples = glue_eval.read_examples(teacher.task, FLAGS.split, readers.SkipLog(),
                                      FLAGS.data_dir, FLAGS.max_examples or None)
   sentences = transfer.build(examples)
-  teacher_arrays = teacher.arrays(sentences.texts)
-  student_arrays = transfer.student_arrays(student.vocab, sentences.words,
-                                          student.metadata.get("max_length", 64))
-  models = {
-      "teacher": (forward_fn(teacher.module, teacher.params, contract.ENCODER_INPUTS),
-                  make_batches(teacher_arrays, FLAGS.batch_size)),
-      "student": (forward_fn(student.module, student.params, ("input_ids", "attention_mask")),
-                  make_batches(student_arrays, FLAGS.batch_size)),
-  }
+  models = {"teacher": (forward_fn(teacher.module, teacher.params, contract.ENCODER_INPUTS),
+                        make_batches(teacher.arrays(sentences.texts), FLAGS.batch_size))}
+  for i, student in enumerate(students):
+    arrays = transfer.student_arrays(student.vocab, sentences.words,
+                                     student.metadata.get("max_length", 64))
+    models[i] = (forward_fn(student.module, student.params, ("input_ids", "attention_mask")),
+                 make_batches(arrays, FLAGS.batch_size))
   speeds = compare(models, len(examples), FLAGS.repeats)
+  teacher_params = cli.count_params(teacher.params)
   report = {
       "task": teacher.task.name, "split": FLAGS.split, "sentences": len(examples),
       "batch_size": FLAGS.batch_size, "repeats": FLAGS.repeats,
       "devices": str(jax.devices()),
-      "teacher": {"description": teacher.description,
-                  "params": cli.count_params(teacher.params),
+      "teacher": {"description": teacher.description, "params": teacher_params,
                   **speeds["teacher"]},
-      "student": {"source": FLAGS.student, "params": cli.count_params(student.params),
-                  "params_without_embeddings": cli.count_params(student.params)
-                  - student_checkpoint.embedding_params(student.params),
-                  **speeds["student"]},
+      "students": [],
   }
-  report["speedup"] = (report["student"]["sentences_per_s"]
-                       / report["teacher"]["sentences_per_s"])
-  report["params_ratio"] = report["teacher"]["params"] / report["student"]["params"]
+  for i, (path, student) in enumerate(zip(FLAGS.student, students)):
+    params = cli.count_params(student.params)
+    report["students"].append({
+        "source": path, "family": student.family, "params": params,
+        "params_without_embeddings": params - student_checkpoint.embedding_params(student),
+        **speeds[i],
+        "speedup": speeds[i]["sentences_per_s"] / speeds["teacher"]["sentences_per_s"],
+        "params_ratio": teacher_params / params})
   return cli.emit(report, FLAGS.out)
 
 

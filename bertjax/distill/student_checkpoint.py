@@ -1,7 +1,8 @@
-"""The BiLSTM student on disk: a params checkpoint plus its word vocabulary.
+"""A student on disk (the BiLSTM or the small Transformer): a params checkpoint plus its
+word vocabulary.
 
   DIR/params/, DIR/metadata.json   (bertjax.checkpoints.save_params; metadata holds the
-                                    BiLSTMConfig and the vocabulary's size and sha256)
+                                    family, its config and the vocabulary's size and sha256)
   DIR/words.txt                    (bertjax.data.word_vocabulary, one word per line)
 
 Loading checks that the three agree: params of another size than the config (or than
@@ -20,54 +21,86 @@ from flax import traverse_util
 from bertjax.checkpoints import METADATA_FILE, load_params, save_params
 from bertjax.data.word_vocabulary import WordVocabulary
 from bertjax.models.bilstm import BiLSTMClassifier, BiLSTMConfig
+from bertjax.models.word_transformer import WordTransformerClassifier, WordTransformerConfig
 
 VOCAB_FILE = "words.txt"
-FAMILY = "bilstm"
+StudentConfig = BiLSTMConfig | WordTransformerConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+  """A student architecture: its config and module, and where its word embedding is."""
+  config: type
+  module: type
+  embedding: tuple[str, ...]
+
+
+FAMILIES = {
+    "bilstm": Family(BiLSTMConfig, BiLSTMClassifier, ("encoder", "embedding", "embedding")),
+    "transformer": Family(WordTransformerConfig, WordTransformerClassifier,
+                          ("encoder", "embeddings", "word_embeddings", "embedding")),
+}
+
+
+def family_of(config: StudentConfig) -> str:
+  return next(name for name, f in FAMILIES.items() if isinstance(config, f.config))
 
 
 @dataclasses.dataclass
 class Student:
-  config: BiLSTMConfig
+  config: StudentConfig
   params: Any
   vocab: WordVocabulary
   metadata: dict
 
   @property
-  def module(self) -> BiLSTMClassifier:
-    return BiLSTMClassifier(self.config)
+  def family(self) -> str:
+    return family_of(self.config)
+
+  @property
+  def module(self) -> nn.Module:
+    return FAMILIES[self.family].module(self.config)
 
 
-def param_shapes(config: BiLSTMConfig) -> dict[str, tuple[int, ...]]:
+def param_shapes(config: StudentConfig) -> dict[str, tuple[int, ...]]:
   """{'encoder/forward/input_kernel': shape, ...} of a student with `config`."""
   ids = np.zeros((1, 2, 4) if config.pair else (1, 4), np.int32)
-  abstract = jax.eval_shape(lambda: BiLSTMClassifier(config).init(jax.random.key(0), ids))
+  module = FAMILIES[family_of(config)].module(config)
+  abstract = jax.eval_shape(lambda: module.init(jax.random.key(0), ids))
   return {k: tuple(v.shape) for k, v in
           traverse_util.flatten_dict(nn.unbox(abstract["params"]), sep="/").items()}
 
 
-def embedding_params(params) -> int:
+def embedding_params(student: Student) -> int:
   """Parameters in the student's word embedding (most of a BiLSTM student's)."""
-  return int(np.size(params["encoder"]["embedding"]["embedding"]))
+  table = student.params
+  for key in FAMILIES[student.family].embedding:
+    table = table[key]
+  return int(np.size(table))
 
 
 def save_student(directory: str, student: Student) -> None:
   os.makedirs(directory, exist_ok=True)
   student.vocab.save(os.path.join(directory, VOCAB_FILE))
-  metadata = {**student.metadata, "family": FAMILY, "config": dataclasses.asdict(student.config),
+  metadata = {**student.metadata, "family": student.family,
+              "config": dataclasses.asdict(student.config),
               "vocabulary": {"size": len(student.vocab),
                              "sha256": student.vocab.fingerprint()}}
   save_params(directory, student.params, metadata)
 
 
-def load_student(directory: str, expect: BiLSTMConfig | None = None) -> Student:
+def load_student(directory: str, expect: StudentConfig | None = None) -> Student:
   """The student in `directory`; with `expect`, its config must equal that one."""
   params, metadata = load_params(directory)
   where = os.path.join(directory, METADATA_FILE)
-  if metadata.get("family") != FAMILY or "config" not in metadata:
-    raise ValueError(f"{where} does not describe a BiLSTM student (family "
-                     f"{metadata.get('family')!r}); give a folder written by "
-                     "`python -m bertjax.distill.student --out=DIR`.")
-  config = BiLSTMConfig(**metadata["config"])
+  if metadata.get("family") not in FAMILIES or "config" not in metadata:
+    raise ValueError(f"{where} does not describe a student (family "
+                     f"{metadata.get('family')!r}, not one of {sorted(FAMILIES)}); give a folder "
+                     "written by `python -m bertjax.distill.student --out=DIR`.")
+  config = FAMILIES[metadata["family"]].config(**metadata["config"])
+  if expect is not None and type(expect) is not type(config):
+    raise ValueError(f"The student in {directory} is a {metadata['family']} student, not a "
+                     f"{family_of(expect)} one.")
   if expect is not None and expect != config:
     differ = [f"{f.name}: checkpoint {getattr(config, f.name)!r}, expected "
               f"{getattr(expect, f.name)!r}" for f in dataclasses.fields(config)
@@ -80,8 +113,7 @@ def load_student(directory: str, expect: BiLSTMConfig | None = None) -> Student:
     if want.get(name) != have.get(name):
       raise ValueError(f"The student in {directory}: tensor {name!r} has shape {have.get(name)} "
                        f"in params/ but {want.get(name)} by the config in {where} "
-                       f"(hidden_size={config.hidden_size}, embedding_size="
-                       f"{config.embedding_size}, vocab_size={config.vocab_size}).")
+                       f"({config}).")
   vocab = WordVocabulary.load(os.path.join(directory, VOCAB_FILE))
   recorded = metadata.get("vocabulary", {})
   if len(vocab) != config.vocab_size or recorded.get("sha256") not in (None,

@@ -8,6 +8,7 @@ LogitRegression.label_weight > 0).
 """
 import dataclasses
 import json
+import os
 from typing import Sequence
 
 import numpy as np
@@ -71,16 +72,43 @@ def with_teacher(transfer: TransferSet, logits: np.ndarray) -> TransferSet:
   return dataclasses.replace(transfer, labels=labels, teacher_logits=logits)
 
 
+def originals(transfer: TransferSet) -> TransferSet:
+  """The training examples alone, without their augmented copies."""
+  keep = np.flatnonzero(~transfer.augmented)
+  return TransferSet([transfer.texts[i] for i in keep], [transfer.words[i] for i in keep],
+                     transfer.labels[keep], transfer.augmented[keep],
+                     None if transfer.teacher_logits is None else transfer.teacher_logits[keep])
+
+
 def save_jsonl(transfer: TransferSet, path: str) -> None:
-  """One JSON row per example, in order: `texts` (the teacher's input), `augmented`,
-  `label` (NO_LABEL for an unscored augmented row) and, once scored, `teacher_logits`."""
-  with open(path, "w", encoding="utf-8") as f:
+  """One JSON row per example, in order: `texts` (the teacher's input), `words` (the
+  student's), `augmented`, `label` (NO_LABEL for an unscored augmented row) and, once
+  scored, `teacher_logits`. Written atomically (`load_jsonl` reads it back)."""
+  tmp = f"{path}.tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
     for i, texts in enumerate(transfer.texts):
-      row = {"texts": list(texts), "augmented": bool(transfer.augmented[i]),
-             "label": int(transfer.labels[i])}
+      row = {"texts": list(texts), "words": [list(side) for side in transfer.words[i]],
+             "augmented": bool(transfer.augmented[i]), "label": int(transfer.labels[i])}
       if transfer.teacher_logits is not None:
         row["teacher_logits"] = [float(x) for x in transfer.teacher_logits[i]]
       f.write(json.dumps(row) + "\n")
+  os.replace(tmp, path)
+
+
+def load_jsonl(path: str) -> TransferSet:
+  """The transfer set `save_jsonl` wrote; teacher logits when every row has them."""
+  with open(path, encoding="utf-8") as f:
+    rows = [json.loads(line) for line in f if line.strip()]
+  if not rows or any("words" not in r for r in rows):
+    raise ValueError(f"{path} holds no transfer set with the student's words; write it with "
+                     "`python -m bertjax.distill.student --transfer_only --out=DIR`.")
+  scored = all("teacher_logits" in r for r in rows)
+  return TransferSet([tuple(r["texts"]) for r in rows],
+                     [tuple(tuple(side) for side in r["words"]) for r in rows],
+                     np.asarray([r["label"] for r in rows], np.int32),
+                     np.asarray([r["augmented"] for r in rows], bool),
+                     np.asarray([r["teacher_logits"] for r in rows], np.float32) if scored
+                     else None)
 
 
 def student_arrays(vocab: word_vocabulary.WordVocabulary, words: Sequence[tuple[Words, ...]],

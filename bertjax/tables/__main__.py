@@ -5,11 +5,14 @@ writes the results (mean ± std over seeds, pretraining FLOPs and wall time, the
 commands) and a plot. Resumable: run the same command again after a kill or a timeout and
 finished cells are skipped, on this machine or (through the ledger committed beside the
 results, `bertjax/tables/ledger.py`) on a fresh one. `--scale=paper` writes each arm's pretraining config as one
-gin file (OUT/<arm>.gin, for a TPU pod) and checks that it parses; nothing runs.
+gin file (OUT/<arm>.gin, for a TPU pod) and checks that it parses; a table that builds its
+own cells (no pretraining) gets its cells' commands instead, as one shell script
+(OUT/commands.sh), each checked against its module's flags; nothing runs.
 `python -m bertjax.tables --list` lists the tables.
 """
 import argparse
 import os
+import re
 import shlex
 import sys
 
@@ -54,6 +57,39 @@ def validate_paper_configs(files: list[str]) -> None:
   gin.clear_config()
 
 
+def _shell_word(arg: str) -> str:
+  """`arg` for a shell script: quoted, unless a plain word (a `$VARIABLE` expands)."""
+  return arg if re.fullmatch(r"[\w=./:,$-]+", arg) else shlex.quote(arg)
+
+
+def write_paper_commands(table, out: str) -> str:
+  """A table with its own cells at the paper's scale: every cell's command, in running
+  order, as one shell script."""
+  os.makedirs(out, exist_ok=True)
+  path = os.path.join(out, "commands.sh")
+  lines = ["#!/usr/bin/env bash", f"# {table.title}: every cell at the paper's scale, in order.",
+           *[f"# {n}" for n in table.notes], "set -euo pipefail"]
+  for cell in grid.cells(table, "paper", out):
+    lines += [f"# {cell.key}", " ".join(map(_shell_word, cell.command))]
+  with open(path, "w") as f:
+    f.write("\n".join(lines) + "\n")
+  return path
+
+
+def validate_paper_commands(path: str) -> None:
+  """Parses every `python -m MODULE FLAGS` line of `path` with MODULE's own flag set (an
+  unknown or malformed flag raises)."""
+  import importlib  # pylint: disable=g-import-not-at-top
+  with open(path) as f:
+    commands = [shlex.split(line) for line in f if line.startswith("python -m ")]
+  for command in commands:
+    module = importlib.import_module(command[2])
+    try:
+      module.FLAGS(command[2:])
+    finally:
+      module.FLAGS.unparse_flags()
+
+
 def parse_args(argv):
   parser = argparse.ArgumentParser(prog="python -m bertjax.tables", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -78,6 +114,11 @@ def main(argv=None, execute=grid.run_command) -> int:
   out = os.path.abspath(args.out or default_out(table, args.scale))
   command = "python -m bertjax.tables " + " ".join(shlex.quote(a) for a in (
       [args.table, f"--scale={args.scale}"] + ([f"--out={args.out}"] if args.out else [])))
+  if not scale.runnable and table.cells is not None:
+    script = write_paper_commands(table, out)
+    validate_paper_commands(script)
+    print(f"Wrote and parsed: {script}")
+    return 0
   if not scale.runnable:
     files = write_paper_configs(table, out)
     validate_paper_configs(files)

@@ -1,10 +1,10 @@
 """Every paper table `python -m bertjax.tables` runs, by name."""
-from bertjax.tables import bert, distilbert, roberta, t5
+from bertjax.tables import bert, distilbert, roberta, t5, task_distillation
 from bertjax.tables.spec import Table
 
 TABLES: dict[str, Table] = {t.name: t for t in (
     bert.TABLE5, roberta.TABLE1, roberta.TABLE2, t5.OBJECTIVES, t5.CORRUPTION,
-    distilbert.TABLE)}
+    distilbert.TABLE, task_distillation.TABLE)}
 
 
 def get(name: str) -> Table:

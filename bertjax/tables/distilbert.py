@@ -87,7 +87,6 @@ def student_bindings(scale: Scale) -> list[str]:
 # Flags of the side-by-side speed measurement at each scale (same batch, same length).
 SPEED_FLAGS = {"tiny": ("--max_examples=16", "--batch_size=8", "--repeats=1"),
                "cpu": ("--max_examples=512", "--batch_size=32", "--repeats=5")}
-SPEED_FILE = "speed.json"
 
 
 def init_cell(out: str, init: str) -> grid.Cell:
@@ -106,7 +105,7 @@ def speed_cell(table: Table, scale: Scale, out: str) -> grid.Cell:
                                 for arm in (TEACHER, STUDENTS[0]))]
   directory = os.path.join(out, "speed")
   command = ("python", "-m", "bertjax.distill.pair_speed", f"--teacher={runs[0]}",
-             f"--student={runs[1]}", f"--out={os.path.join(directory, SPEED_FILE)}",
+             f"--student={runs[1]}", f"--out={os.path.join(directory, grid.SPEED_FILE)}",
              *SPEED_FLAGS[scale.name])
   needs = tuple(f"finetune/{arm.name}/{task.name}/seed{seed}" for arm in (TEACHER, STUDENTS[0]))
   return grid.Cell("speed", "speed", directory, command, task=task.name, needs=needs,
@@ -141,12 +140,7 @@ def init_record(directory: str) -> dict:
           "student_layers": metadata["student_config"]["num_layers"]}
 
 
-def speed_record(directory: str) -> dict:
-  with open(os.path.join(directory, SPEED_FILE)) as f:
-    return json.load(f)
-
-
-grid.RECORDS.update({"init": init_record, "speed": speed_record})
+grid.RECORDS["init"] = init_record
 
 
 # ------------------------------------------------------------------------ report

@@ -6,6 +6,10 @@
                                  (or, text to text, python -m bertjax.main with the arm's
                                  model initialised from its pretraining: kind t2t_finetune)
 
+A table may build other cells (Table.cells), e.g. `transfer` (a command that writes a
+results.json, as fine-tuning does) or `speed` (a timing that writes `speed.json`,
+bertjax.distill.speed).
+
 A cell is done when its folder holds `cell.json`, written atomically (tmp + rename) only
 after its command exited 0: it records the command, wall time of every attempt and what
 the cell produced (pretraining FLOPs and held-out metrics; the task's scores). Done cells
@@ -34,7 +38,7 @@ LOG = "cell.log"
 @dataclasses.dataclass(frozen=True)
 class Cell:
   key: str
-  kind: str  # corpus | pretrain | finetune | t2t_finetune
+  kind: str  # corpus | pretrain | finetune | t2t_finetune | transfer | speed | ...
   directory: str
   command: tuple[str, ...]
   arm: str = ""
@@ -221,9 +225,17 @@ def corpus_record(directory: str) -> dict:
     return json.load(f)
 
 
+SPEED_FILE = "speed.json"
+
+
+def speed_record(directory: str) -> dict:
+  with open(os.path.join(directory, SPEED_FILE)) as f:
+    return json.load(f)
+
+
 RECORDS: dict[str, Callable[[str], dict]] = {
     "corpus": corpus_record, "pretrain": pretraining_record, "finetune": finetune_record,
-    "t2t_finetune": text_to_text_record}
+    "t2t_finetune": text_to_text_record, "transfer": finetune_record, "speed": speed_record}
 FINETUNE_KINDS = ("finetune", "t2t_finetune")  # the cells a table scores
 
 

@@ -128,8 +128,9 @@ def markdown(table: Table, scale_name: str, cells: list[grid.Cell], command: str
            ""] + _score_rows(arms, tasks, cells)
   if plot:
     lines += ["", f"![{table.name}]({os.path.basename(plot)})"]
-  lines += ["", "## Pretraining (equal steps x batch x length for every arm)", ""]
-  lines += _pretraining_rows(arms, cells)
+  if any(c.kind == "pretrain" for c in cells):
+    lines += ["", "## Pretraining (equal steps x batch x length for every arm)", ""]
+    lines += _pretraining_rows(arms, cells)
   corpus = next((c for c in cells if c.kind == "corpus"), None)
   if corpus is not None and corpus.done():
     rec = corpus.record()
@@ -141,14 +142,16 @@ def markdown(table: Table, scale_name: str, cells: list[grid.Cell], command: str
               + ", ".join(f"{p} {v['tokens']:,}" for p, v in rec["parts"]["train"].items())
               + "."]
   lines += ["", "## Arms", ""] + [
-      f"- **{a.label}** (`{a.name}`): " + " ".join(f"`{f}`" for f in a.gin_files)
-      + "".join(f" `{b}`" for b in a.bindings) + (f"; {a.note}" if a.note else "")
-      for a in table.arms]
+      f"- **{a.label}** (`{a.name}`): " + "; ".join(part for part in (
+          " ".join(f"`{f}`" for f in a.gin_files + a.bindings + a.finetune_flags), a.note)
+          if part) for a in table.arms]
   if table.report is not None:
     lines += [""] + table.report(table, scale, cells)
   if table.notes:
     lines += ["", "## Notes", ""] + [f"- {n}" for n in table.notes]
-  out = os.path.dirname(cells[0].directory) if cells[0].kind == "corpus" else None
+  # The table's folder: the corpus cell's parent, else the folder all cells share.
+  out = (os.path.dirname(cells[0].directory) if cells[0].kind == "corpus" else
+         os.path.commonpath([c.directory for c in cells]) if len(cells) > 1 else None)
   lines += ["", "## Commands", "", "The whole table (resumable: run it again to go on):", "",
             "```", command, "```", "", "Each cell (`$OUT` = the table's output folder):", "",
             "```"]

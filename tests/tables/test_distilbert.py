@@ -129,7 +129,7 @@ class FakeDistillation(FakeCommands):
       model = lambda layers, params, rate: {"layers": layers, "params": params,
                                             "params_without_embeddings": params // 4,
                                             "sentences_per_s": rate}
-      with open(os.path.join(cell.directory, distilbert.SPEED_FILE), "w") as f:
+      with open(os.path.join(cell.directory, grid.SPEED_FILE), "w") as f:
         json.dump({"task": "sst2", "split": "dev", "sentences": 16, "batch_size": 8,
                    "repeats": 1, "devices": "[CpuDevice(id=0)]",
                    "teacher": model(2, 4000, 100.0), "student": model(1, 3000, 180.0),

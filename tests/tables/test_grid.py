@@ -155,7 +155,11 @@ def test_arms_after_others_and_custom_cells_are_checked(tmp_path):
   custom = dataclasses.replace(TABLE, cells=students_only,
                                report=lambda t, scale, cells: ["## Speed", "", "fast"])
   text = report.markdown(custom, "tiny", grid.cells(custom, "tiny", str(tmp_path)), "cmd")
-  assert "| A | no pretraining |" in text and "## Speed\n\nfast" in text
+  assert "## Pretraining" not in text and "## Speed\n\nfast" in text  # nothing pretrained
+  mixed = dataclasses.replace(custom, cells=lambda t, scale, out: [
+      grid.pretrain_cell(scale, t.arms[0], out, None)] + students_only(t, scale, out))
+  text = report.markdown(mixed, "tiny", grid.cells(mixed, "tiny", str(tmp_path)), "cmd")
+  assert "| A | not done |" in text and "| B | no pretraining |" in text
 
 
 def _pretraining_configs():

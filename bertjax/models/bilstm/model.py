@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from bertjax.models.bilstm.lstm import LSTM
+from bertjax.models.common import word_ids
 
 POOLINGS = ("final", "max")
 
@@ -93,12 +94,7 @@ class BiLSTMClassifier(nn.Module):
   def __call__(self, input_ids: jax.Array, attention_mask: jax.Array | None = None, *,
                deterministic: bool = True) -> dict:
     cfg = self.config
-    want = 3 if cfg.pair else 2
-    if input_ids.ndim != want:
-      layout = "[batch, 2, length] (a sentence pair)" if cfg.pair else "[batch, length]"
-      raise ValueError(f"BiLSTMClassifier (pair={cfg.pair}) takes input_ids of shape {layout}; "
-                       f"got shape {tuple(input_ids.shape)}.")
-    mask = (input_ids != 0) if attention_mask is None else attention_mask
+    mask = word_ids.checked_mask("BiLSTMClassifier", cfg.pair, input_ids, attention_mask)
     encoder = BiLSTMEncoder(cfg, name="encoder")
     if cfg.pair:
       batch, length = input_ids.shape[0], input_ids.shape[-1]
