@@ -272,7 +272,7 @@ TABLE = Table(
     arms=STUDENTS + (TEACHER_ARM,),
     tasks=(SST2, MRPC, QQP, MNLI),
     scales={
-        "tiny": Scale("tiny", {}, {}, (), corpus=None, tasks=("sst2",), seeds=(0,)),
+        "tiny": Scale("tiny", {}, {}, (), corpus=None, tasks=("sst2",), seeds=(0, 1)),
         "cpu": Scale("cpu", {}, {}, (), corpus=None, tasks=("sst2", "mrpc"), seeds=(0, 1, 2)),
         "paper": Scale("paper", {}, {}, (), corpus=None, tasks=("sst2", "qqp", "mnli"),
                        seeds=(0, 1, 2, 3, 4), runnable=False),

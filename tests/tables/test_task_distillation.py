@@ -1,8 +1,7 @@
 """Tang et al.'s distillation table: its own cells (teacher -> scored transfer set ->
 students -> speed) with the commands faked, the paper scale's script written and parsed,
-and one real tiny run of each new command kind (all-MiniLM-L6-v2 fine-tuned 2 steps ->
-transfer set -> a distilled Transformer student -> the speed comparison)."""
-import dataclasses
+and README.md's command run for real at the tiny scale (all-MiniLM-L6-v2 fine-tuned 2
+steps -> transfer set -> every student -> the speed comparison)."""
 import json
 import os
 
@@ -10,8 +9,7 @@ import pytest
 
 from bertjax.tables import __main__ as tables_cli
 from bertjax.tables import grid, report, task_distillation as td
-from tests.helpers import sbert as tiny
-from tests.tables.test_table_cli import in_process
+from tests.tables.test_table_cli import in_process, readme_table_commands
 
 STUDENT_KEYS = [f"finetune/{a.name}/{{task}}/seed{s}" for a in td.STUDENTS for s in range(3)]
 # What each fake student scores on dev: labels-only 0.70, distilled 0.75 (+ seed/100).
@@ -126,32 +124,34 @@ def test_paper_scale_writes_every_command_and_parses_its_flags(tmp_path):
 
 
 @pytest.mark.slow
-def test_tiny_teacher_transfer_set_student_and_speed_end_to_end(tmp_path, monkeypatch):
-  """The real commands of each new kind, at tiny sizes, in this process; the teacher is a
-  tiny random BERT instead of all-MiniLM-L6-v2 (6 layers take minutes to compile here)."""
-  base = tiny.write_tiny_bert(tmp_path / "base", hidden=16)
-  budget = dataclasses.replace(td.TINY, teacher_base=lambda: str(base))
-  monkeypatch.setitem(td.BUDGETS, "tiny", budget)
+def test_readme_command_at_tiny_scale(tmp_path):
+  """README.md's `python -m bertjax.tables task_distillation` at the tiny scale, for real
+  (in this process): all-MiniLM-L6-v2 fine-tuned 2 steps -> its transfer set -> every
+  student on 2 seeds -> the speed comparison."""
+  (argv,) = [a for a in readme_table_commands() if a[0] == "task_distillation"]
+  argv = [a.replace("--scale=cpu", "--scale=tiny") for a in argv]
   out = str(tmp_path / "out")
+  assert tables_cli.main(argv + [f"--out={out}", f"--results={tmp_path}/r.md"],
+                         execute=in_process) == 0
   cells = {c.key: c for c in grid.cells(td.TABLE, "tiny", out)}
-  student = cells["finetune/transformer_distilled_aug/sst2/seed0"]
-  run = [cells["teacher/sst2"], cells["transfer/sst2"], student,
-         td.speed_cell(budget, td.SST2, cells["teacher/sst2"], [student], out)]
-  status = grid.run(run, log=lambda m: None, execute=in_process)
-  assert status["ran"] == [c.key for c in run], [open(os.path.join(c.directory, grid.LOG)).read()
-                                                 for c in run if not c.done()]
-  teacher, scored, trained, speed = [c.record() for c in run]
+  assert all(c.done() for c in cells.values())
+  teacher, scored = cells["teacher/sst2"].record(), cells["transfer/sst2"].record()
+  trained = cells["finetune/transformer_distilled_aug/sst2/seed0"].record()
   assert teacher["train_steps"] == 2 and 0 <= teacher["eval"]["dev"]["accuracy"] <= 1
   assert scored["transfer_set"]["train_examples"] == 16
   assert 0 < scored["transfer_set"]["augmented"] <= 32
-  assert trained["architecture"] == "transformer" and trained["transfer_from"] == run[1].directory
+  assert trained["architecture"] == "transformer"
+  assert trained["transfer_from"] == cells["transfer/sst2"].directory
   assert trained["transfer_set"] == scored["transfer_set"]
   # The reopened teacher scores dev as its fine-tuning run did.
   assert trained["teacher"]["dev"]["accuracy"] == pytest.approx(
       teacher["eval"]["dev"]["accuracy"])
   assert 0 <= trained["eval"]["dev"]["teacher_agreement"] <= 1
-  [timed] = speed["students"]
+  speed = cells["speed/sst2"].record()
+  assert len(speed["students"]) == len(td.STUDENTS)
+  timed = next(s for s in speed["students"] if s["source"] == cells[
+      "finetune/transformer_distilled_aug/sst2/seed0"].directory)
   assert timed["family"] == "transformer" and timed["params"] == trained["student_params"]
   assert speed["teacher"]["params"] == trained["teacher"]["params"] > timed["params"]
-  text = report.markdown(td.TABLE, "tiny", list(cells.values()), "cmd")
-  assert "Transformer, distilled + augmentation | " in text
+  text = (tmp_path / "r.md").read_text()
+  assert "Transformer, distilled + augmentation | " in text and "(2) |" in text
