@@ -25,6 +25,8 @@ RUN_CONFIG_FILE = "config.gin"  # what bertjax.main writes into a model_dir
 # its params out of the run's).
 _RELEASED_AS: dict[type, tuple[str, Callable[[dict], dict]]] = {
     electra.ElectraGeneratorDiscriminator: ("ElectraForPreTraining", electra.discriminator_params),
+    electra.ElectraReplacedMLM: ("ElectraForMaskedLM", electra.mlm_params),
+    electra.ElectraAllTokensMLM: ("ElectraForMaskedLM", electra.mlm_params),
 }
 
 
@@ -43,7 +45,8 @@ def open_run(model_dir: str, weights_dir: str | None = None) -> tuple[HFModel, s
   """(the model the run trained, with its weights; where in the run they come from).
 
   `weights_dir`: the model_dir itself (its latest step), its checkpoints/ folder or one
-  step folder. A distillation run gives its student, an ELECTRA run its discriminator.
+  step folder. A distillation run gives its student, an ELECTRA run its discriminator (the
+  Replace / All-Tokens MLM ablations: their MLM network).
   """
   config_path = os.path.join(model_dir, RUN_CONFIG_FILE)
   with open(config_path) as f:

@@ -48,6 +48,14 @@ def test_electra_run_opens_as_its_discriminator(tmp_path):
   assert model(input_ids=np.ones((2, 5), np.int32))["logits"].shape == (2, 5)
 
 
+@pytest.mark.parametrize("variant", ["electra_replace_mlm", "electra_all_tokens_mlm"])
+def test_electra_mlm_ablation_runs_open_as_their_mlm_network(tmp_path, variant):
+  params = run_dirs.fake_run(tmp_path / "run", ("electra_small", variant))[7]
+  model = open_model(tmp_path / "run")
+  assert model.architecture == "ElectraForMaskedLM"
+  _assert_same(model.params, electra.mlm_params(params))
+
+
 def test_distillation_run_opens_as_its_student(tmp_path):
   params = run_dirs.fake_run(tmp_path / "run", "distilbert_base")[7]
   model = open_model(tmp_path / "run")
