@@ -1,8 +1,10 @@
 """Every paper table `python -m bertjax.tables` runs, by name."""
-from bertjax.tables import bert, roberta
+from bertjax.tables import bert, electra, roberta, spanbert
 from bertjax.tables.spec import Table
 
-TABLES: dict[str, Table] = {t.name: t for t in (bert.TABLE5, roberta.TABLE1, roberta.TABLE2)}
+TABLES: dict[str, Table] = {t.name: t for t in (
+    bert.TABLE5, roberta.TABLE1, roberta.TABLE2, spanbert.TABLE, electra.TABLE5,
+    electra.GENERATOR_SIZE, electra.LEARNING_CURVE)}
 
 
 def get(name: str) -> Table:

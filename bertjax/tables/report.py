@@ -36,17 +36,22 @@ def mean_std(values: list[float]) -> tuple[float, float]:
   return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
-def scores(cells: list[grid.Cell], arm: str, task: Task, path: str) -> list[float]:
+def scores(cells: list[grid.Cell], arm: str, task: Task, path: str,
+           step: Optional[int] = None) -> list[float]:
+  """The finished seeds' scores of `arm` on `task`: of its final model, or (`step`) of its
+  checkpoint of that pretraining step."""
   out = []
   for cell in cells:
-    if cell.kind == "finetune" and (cell.arm, cell.task) == (arm, task.name) and cell.done():
+    if (cell.kind == "finetune" and (cell.arm, cell.task, cell.step) == (arm, task.name, step)
+        and cell.done()):
       value = metric(cell.record(), path)
       if value is not None:
         out.append(percent(value, path))
   return out
 
 
-def _fmt(values: list[float]) -> str:
+def format_scores(values: list[float]) -> str:
+  """The seeds' scores as "mean ± std (n)" (the mean alone for one seed, "-" for none)."""
   if not values:
     return "-"
   mean, std = mean_std(values)
@@ -95,14 +100,14 @@ def _score_rows(table: Table, tasks: tuple[Task, ...], cells: list[grid.Cell]) -
   rows = [head, "|---|" + "---:|" * len(tasks)]
   for arm in table.arms:
     rows.append(f"| {arm.label} | " + " | ".join(
-        _fmt(scores(cells, arm.name, t, t.metric)) for t in tasks) + " |")
+        format_scores(scores(cells, arm.name, t, t.metric)) for t in tasks) + " |")
   extras = [(t, p) for t in tasks for p in t.extra]
   if extras:
     rows += ["", "| arm | " + " | ".join(f"{t.name} {p}" for t, p in extras) + " |",
              "|---|" + "---:|" * len(extras)]
     for arm in table.arms:
       rows.append(f"| {arm.label} | " + " | ".join(
-          _fmt(scores(cells, arm.name, t, p)) for t, p in extras) + " |")
+          format_scores(scores(cells, arm.name, t, p)) for t, p in extras) + " |")
   if len(table.arms) > 1:
     first = table.arms[0]
     rows += ["", f"Difference from {first.label} (mean, ± standard error of the difference):",
