@@ -8,7 +8,7 @@ import pytest
 
 from bertjax.checkpoints import run_model
 from bertjax.checkpoints.formats import open_model
-from bertjax.models import electra
+from bertjax.models import electra, spanbert
 from tests.helpers import run_dirs
 
 
@@ -54,6 +54,15 @@ def test_electra_mlm_ablation_runs_open_as_their_mlm_network(tmp_path, variant):
   model = open_model(tmp_path / "run")
   assert model.architecture == "ElectraForMaskedLM"
   _assert_same(model.params, electra.mlm_params(params))
+
+
+def test_spanbert_run_opens_without_its_sbo_head(tmp_path):
+  params = run_dirs.fake_run(tmp_path / "run", "spanbert_base",
+                             features=("sbo_left", "sbo_right", "sbo_pos"))[7]
+  assert "sbo_head" in params
+  model = open_model(tmp_path / "run")
+  assert (model.family.name, model.architecture) == ("bert", "BertForMaskedLM")
+  _assert_same(model.params, spanbert.bert_params(params))
 
 
 def test_distillation_run_opens_as_its_student(tmp_path):
