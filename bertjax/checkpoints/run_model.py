@@ -17,14 +17,17 @@ from bertjax.checkpoints import encoders
 from bertjax.checkpoints.params import RUN_SUBDIR, load_params
 from bertjax.hf import registry
 from bertjax.hf.model import HFModel
-from bertjax.models import electra
+from bertjax.models import electra, spanbert
 
 RUN_CONFIG_FILE = "config.gin"  # what bertjax.main writes into a model_dir
 
 # Pretraining models released as another architecture: (that architecture, how to cut
-# its params out of the run's).
+# its params out of the run's). The cut params must fit that architecture.
 _RELEASED_AS: dict[type, tuple[str, Callable[[dict], dict]]] = {
+    spanbert.SpanBertForPreTraining: ("BertForMaskedLM", spanbert.bert_params),
     electra.ElectraGeneratorDiscriminator: ("ElectraForPreTraining", electra.discriminator_params),
+    electra.ElectraReplacedMLM: ("ElectraForMaskedLM", electra.mlm_params),
+    electra.ElectraAllTokensMLM: ("ElectraForMaskedLM", electra.mlm_params),
 }
 
 
@@ -43,7 +46,8 @@ def open_run(model_dir: str, weights_dir: str | None = None) -> tuple[HFModel, s
   """(the model the run trained, with its weights; where in the run they come from).
 
   `weights_dir`: the model_dir itself (its latest step), its checkpoints/ folder or one
-  step folder. A distillation run gives its student, an ELECTRA run its discriminator.
+  step folder. A distillation run gives its student, an ELECTRA run its discriminator (the
+  Replace / All-Tokens MLM ablations: their MLM network).
   """
   config_path = os.path.join(model_dir, RUN_CONFIG_FILE)
   with open(config_path) as f:
@@ -53,15 +57,21 @@ def open_run(model_dir: str, weights_dir: str | None = None) -> tuple[HFModel, s
   for scope, model in candidates:
     weights = params[scope] if scope and scope in params else params
     family = family_for_config(model.config)
-    if not encoders.fits(family, model, model.config, weights):
-      mismatches.append(f"{scope or 'build_model'}: {type(model).__name__}")
-      continue
     origin = [f"step {metadata.get('step')}"] + ([f"{scope}/ of the run"] if scope else [])
     architecture, module = type(model).__name__, model
     if type(model) in _RELEASED_AS:
+      # (Checked after the cut: a module's init may leave out heads its run trained, as
+      # SpanBERT's SBO head, built only when given the span features.)
       architecture, cut = _RELEASED_AS[type(model)]
-      module, weights = family.make_module(architecture, model.config), cut(weights)
-      origin.append(f"cut from {type(model).__name__}")
+      module, origin = family.make_module(architecture, model.config), origin + [
+          f"cut from {type(model).__name__}"]
+      try:
+        weights = cut(weights)
+      except KeyError:  # the weights of another model
+        weights = None
+    if weights is None or not encoders.fits(family, module, model.config, weights):
+      mismatches.append(f"{scope or 'build_model'}: {type(model).__name__}")
+      continue
     return HFModel(family, architecture, model.config, module, weights), ", ".join(origin)
   raise ValueError(f"The weights in {weights_dir or model_dir} fit none of the models that "
                    f"{config_path} builds ({'; '.join(mismatches)}); their top-level keys are "

@@ -9,6 +9,9 @@ model (`ElectraGeneratorDiscriminator`) samples the replacements itself from the
 'sample' RNG stream, with no gradient through the sampling, so only L_MLM trains the
 generator's own weights (the shared embeddings get both).
 
+ELECTRA 15% (the paper's Table 5) is `detect_on='masked'`: L_Disc over the masked
+positions only (the 15% the generator filled in), the rest of the input unscored.
+
 Two-stage ELECTRA is the same objective with other weights: stage one
 `discriminator_weight=0` (generator only), stage two `generator_weight=0` with the
 generator frozen in the optimizer (see gin/objectives/electra_two_stage_*.gin).
@@ -52,12 +55,19 @@ def detection_loss(logits, labels, weights):
 class ReplacedTokenDetection:
   """ELECTRA's joint loss over `ElectraGeneratorDiscriminator` outputs.
 
-  Metrics: mlm_loss / mlm_accuracy (generator), rtd_loss / rtd_accuracy (all real
+  detect_on: 'all' real tokens (ELECTRA) or only the 'masked' ones (ELECTRA 15%).
+  Metrics: mlm_loss / mlm_accuracy (generator), rtd_loss / rtd_accuracy (the detected
   tokens), rtd_recall (replaced tokens caught) and rtd_replaced (fraction replaced).
   """
   generator_weight: float = 1.0
   discriminator_weight: float = 50.0
+  detect_on: str = "all"
   rng_names: tuple[str, ...] = ("sample",)
+
+  def __post_init__(self):
+    if self.detect_on not in ("all", "masked"):
+      raise ValueError(f"ReplacedTokenDetection.detect_on = {self.detect_on!r}: use 'all' "
+                       "(ELECTRA) or 'masked' (ELECTRA 15%).")
 
   def model_inputs(self, batch):
     return {**contract.select(batch, contract.ENCODER_INPUTS),
@@ -72,6 +82,8 @@ class ReplacedTokenDetection:
     mlm_sum, mlm_correct, mlm_count = base.weighted_cross_entropy(
         outputs["generator_logits"], mlm["mlm_targets"], mlm["mlm_weights"])
     weights = token_weights(batch)
+    if self.detect_on == "masked":
+      weights = weights * (mlm["mlm_weights"] > 0)
     rtd_sum, rtd_correct, count, caught, replaced = detection_loss(
         outputs["discriminator_logits"], outputs["replaced"], weights)
     loss = (self.generator_weight * base.safe_mean(mlm_sum, mlm_count)

@@ -137,7 +137,8 @@ def main(argv=None, execute=grid.run_command) -> int:
     status = grid.run(cells, log=log, execute=execute,
                       on_done=lambda cell: ledger.record(ledger_file, [cell]))
   ledger.record(ledger_file, cells)
-  plot = report.plot_scores(table, args.scale, cells, os.path.splitext(results)[0] + ".png")
+  plot = (table.plot or report.plot_scores)(table, args.scale, cells,
+                                            os.path.splitext(results)[0] + ".png")
   with open(results, "w") as f:
     f.write(report.markdown(table, args.scale, cells, command, plot))
   print(f"[{table.name}] results: {results}" + (f", plot: {plot}" if plot else ""))

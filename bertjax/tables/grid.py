@@ -5,6 +5,7 @@
   finetune/<arm>/<task>/seed<n>  python -m bertjax.finetune.run --checkpoint=... --seed=n
                                  (or, text to text, python -m bertjax.main with the arm's
                                  model initialised from its pretraining: kind t2t_finetune)
+  finetune/<arm>/step<k>/<task>/seed<n>   the same from the arm's checkpoint of step k
 
 A table may build other cells (Table.cells), e.g. `transfer` (a command that writes a
 results.json, as fine-tuning does) or `speed` (a timing that writes `speed.json`,
@@ -33,6 +34,9 @@ from bertjax.tables.spec import Arm, Scale, Table, Task
 MARKER = "cell.json"
 ATTEMPTS = "attempts.jsonl"
 LOG = "cell.log"
+# A pretraining's step folders: <model_dir>/checkpoints/<step> (bertjax.checkpoints.RUN_SUBDIR,
+# named here so that the runner does not load JAX).
+CHECKPOINTS = "checkpoints"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +50,7 @@ class Cell:
   seed: int = -1
   needs: tuple[str, ...] = ()  # keys of cells that must be done first
   fresh: bool = False          # empty the folder before an attempt (fine-tuning)
+  step: Optional[int] = None   # fine-tuning: the pretraining step (None: the final model)
 
   @property
   def marker(self) -> str:
@@ -113,16 +118,23 @@ def pretrain_cell(scale: Scale, arm: Arm, out: str, corpus_dir: Optional[str]) -
 
 
 def finetune_cell(scale: Scale, arm: Arm, task: Task, seed: int, out: str,
-                  module: str = "bertjax.finetune.run", flags: tuple[str, ...] = ()) -> Cell:
+                  module: str = "bertjax.finetune.run", flags: tuple[str, ...] = (),
+                  step: Optional[int] = None) -> Cell:
   """One fine-tuning run of a pretrained arm (`module` takes --checkpoint, --output_dir,
-  --task and --seed, then the scale's, the task's, the arm's and the given `flags`)."""
-  directory = os.path.join(out, arm.name, task.name, f"seed{seed}")
-  command = _python(module, f"--checkpoint={arm_dir(out, arm)}", f"--output_dir={directory}",
+  --task and --seed, then the scale's, the task's, the arm's and the given `flags`).
+  `step`: start from the arm's checkpoint of that pretraining step (its
+  `checkpoints/<step>` folder, which bertjax.finetune.run opens as that step's model)
+  instead of its final model; the pretraining must keep that checkpoint."""
+  checkpoint, where = arm_dir(out, arm), f"{task.name}/seed{seed}"
+  if step is not None:
+    checkpoint, where = os.path.join(checkpoint, CHECKPOINTS, str(step)), f"step{step}/{where}"
+  directory = os.path.join(out, arm.name, where)
+  command = _python(module, f"--checkpoint={checkpoint}", f"--output_dir={directory}",
                     f"--task={task.name}", f"--seed={seed}", *scale.finetune,
                     *scale.per_task.get(task.name, ()), *arm.finetune_flags, *flags)
-  return Cell(f"finetune/{arm.name}/{task.name}/seed{seed}", "finetune", directory,
+  return Cell(f"finetune/{arm.name}/{where}", "finetune", directory,
               tuple(c.replace("{out}", out) for c in command), arm=arm.name, task=task.name,
-              seed=seed, needs=(f"pretrain/{arm.name}",), fresh=True)
+              seed=seed, needs=(f"pretrain/{arm.name}",), fresh=True, step=step)
 
 
 def text_to_text_cell(scale: Scale, arm: Arm, task: Task, seed: int, out: str,

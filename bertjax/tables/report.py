@@ -36,17 +36,22 @@ def mean_std(values: list[float]) -> tuple[float, float]:
   return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
-def scores(cells: list[grid.Cell], arm: str, task: Task, path: str) -> list[float]:
+def scores(cells: list[grid.Cell], arm: str, task: Task, path: str,
+           step: Optional[int] = None) -> list[float]:
+  """The finished seeds' scores of `arm` on `task`: of its final model, or (`step`) of its
+  checkpoint of that pretraining step."""
   out = []
   for cell in cells:
-    if cell.kind in grid.FINETUNE_KINDS and (cell.arm, cell.task) == (arm, task.name) and cell.done():
+    if (cell.kind in grid.FINETUNE_KINDS and cell.done()
+        and (cell.arm, cell.task, cell.step) == (arm, task.name, step)):
       value = metric(cell.record(), path)
       if value is not None:
         out.append(percent(value, path))
   return out
 
 
-def _fmt(values: list[float]) -> str:
+def format_scores(values: list[float]) -> str:
+  """The seeds' scores as "mean ± std (n)" (the mean alone for one seed, "-" for none)."""
   if not values:
     return "-"
   mean, std = mean_std(values)
@@ -96,14 +101,14 @@ def _score_rows(arms: tuple[Arm, ...], tasks: tuple[Task, ...],
   rows = [head, "|---|" + "---:|" * len(tasks)]
   for arm in arms:
     rows.append(f"| {arm.label} | " + " | ".join(
-        _fmt(scores(cells, arm.name, t, t.metric)) for t in tasks) + " |")
+        format_scores(scores(cells, arm.name, t, t.metric)) for t in tasks) + " |")
   extras = [(t, p) for t in tasks for p in t.extra]
   if extras:
     rows += ["", "| arm | " + " | ".join(f"{t.name} {p}" for t, p in extras) + " |",
              "|---|" + "---:|" * len(extras)]
     for arm in arms:
       rows.append(f"| {arm.label} | " + " | ".join(
-          _fmt(scores(cells, arm.name, t, p)) for t, p in extras) + " |")
+          format_scores(scores(cells, arm.name, t, p)) for t, p in extras) + " |")
   if len(arms) > 1:
     first = arms[0]
     rows += ["", f"Difference from {first.label} (mean, ± standard error of the difference):",

@@ -47,7 +47,8 @@ TABLE2 = Table(
              "roberta_preprocessors.cross_documents = False")),
     ),
     tasks=(SST2, SQUAD),
-    scales={"tiny": scales.tiny(("sst2",)), "cpu": scales.cpu(),
+    scales={"tiny": scales.tiny(("sst2",), arms=("segment_pair", "doc_sentences")),
+            "cpu": scales.cpu(),
             "paper": scales.paper({}, {"sequence_length": 512})},
     notes=("Every arm masks dynamically, as in the paper's Table 2.",
            "The paper's MNLI and RACE are not in the shared data: SST-2 and the SQuAD 1.1 "

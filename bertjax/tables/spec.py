@@ -85,6 +85,8 @@ class Table:
     (`grid.pretrain_then_finetune`, the default).
   report: `(table, scale, cells) -> [markdown lines]`, sections added to results.md
     (e.g. measured speed and parameter counts).
+  plot: `(table, scale_name, cells, path) -> path or None`, the table's figure instead of
+    grouped bars of every arm x task (`report.plot_scores`, the default).
   """
   name: str
   paper: str
@@ -96,6 +98,7 @@ class Table:
   notes: tuple[str, ...] = ()
   cells: Optional[Callable[..., list]] = None
   report: Optional[Callable[..., list[str]]] = None
+  plot: Optional[Callable[..., Optional[str]]] = None
 
   def scale(self, name: str) -> Scale:
     if name not in self.scales:

@@ -2,8 +2,10 @@
 
 Per token, a training step (forward + backward = 3x forward) costs
   6 * (weights used in matmuls)              dense layers: every `kernel` leaf
-  + 6 * vocab * hidden                       the tied output projection, when the
-                                             model scores every position over the vocab
+  + 6 * vocab * hidden                       the tied output projection, once per
+                                             output scoring every position over the
+                                             vocab (SpanBERT's MLM and SBO heads, ELMo's
+                                             two directions, ELECTRA's generator...)
   + 12 * layers * hidden * sequence_length   attention scores (QK^T) and mixing (AV)
 Embedding lookups, norms, activations and softmax are not counted (as in Kaplan et
 al. 2020 and the PaLM MFU definition), so the number is the useful work of the model,
@@ -34,15 +36,16 @@ def training_flops_per_token(params: Any, sequence_length: int, num_layers: int 
 
 
 def for_model(model: Any, params: Any, sequence_length: int, output_shapes: dict) -> float:
-  """Training FLOPs per token for a module whose config names its sizes (BERT-style)."""
+  """Training FLOPs per token for a module whose config names its sizes (BERT-style); each
+  [B, L, vocab] output counts one vocabulary projection."""
   config = getattr(model, "config", None)
   layers = getattr(config, "num_layers", 0) or 0
   hidden = getattr(config, "hidden_size", 0) or 0
   vocab = getattr(config, "vocab_size", 0) or 0
-  scores_vocab = any(getattr(s, "ndim", 0) == 3 and s.shape[-1] == vocab
+  scores_vocab = sum(getattr(s, "ndim", 0) == 3 and s.shape[-1] == vocab
                      for s in output_shapes.values() if s is not None)
   return training_flops_per_token(params, sequence_length, layers, hidden,
-                                  vocab * hidden if scores_vocab else 0)
+                                  scores_vocab * vocab * hidden)
 
 
 def dot_flops(fn, *args, **kwargs) -> float:

@@ -8,7 +8,7 @@ import pytest
 
 from bertjax.checkpoints import run_model
 from bertjax.checkpoints.formats import open_model
-from bertjax.models import electra
+from bertjax.models import electra, spanbert
 from tests.helpers import run_dirs
 
 
@@ -46,6 +46,23 @@ def test_electra_run_opens_as_its_discriminator(tmp_path):
   assert "cut from ElectraGeneratorDiscriminator" in model.description
   _assert_same(model.params, electra.discriminator_params(params))
   assert model(input_ids=np.ones((2, 5), np.int32))["logits"].shape == (2, 5)
+
+
+@pytest.mark.parametrize("variant", ["electra_replace_mlm", "electra_all_tokens_mlm"])
+def test_electra_mlm_ablation_runs_open_as_their_mlm_network(tmp_path, variant):
+  params = run_dirs.fake_run(tmp_path / "run", ("electra_small", variant))[7]
+  model = open_model(tmp_path / "run")
+  assert model.architecture == "ElectraForMaskedLM"
+  _assert_same(model.params, electra.mlm_params(params))
+
+
+def test_spanbert_run_opens_without_its_sbo_head(tmp_path):
+  params = run_dirs.fake_run(tmp_path / "run", "spanbert_base",
+                             features=("sbo_left", "sbo_right", "sbo_pos"))[7]
+  assert "sbo_head" in params
+  model = open_model(tmp_path / "run")
+  assert (model.family.name, model.architecture) == ("bert", "BertForMaskedLM")
+  _assert_same(model.params, spanbert.bert_params(params))
 
 
 def test_distillation_run_opens_as_its_student(tmp_path):

@@ -56,9 +56,11 @@ def test_readme_table_command_end_to_end_at_tiny_scale(argv, tmp_path, capsys):
   assert re.search(r"(\d+) of \1 cells done", text), text
   assert text.count("(2) |") >= 2  # every arm scored over both seeds
   assert "FLOPs" in text or "## Pretraining" not in text
-  # Every fine-tuning starts from all of its arm's pretrained weights.
+  # Every fine-tuning starts from its arm's pretrained weights.
   from bertjax.tables import catalog, grid  # pylint: disable=g-import-not-at-top
   for cell in grid.cells(catalog.get(argv[0]), "tiny", str(out)):
+    if cell.step is not None:  # the learning curve's: from that pretraining step's weights
+      assert f", step {cell.step}," in cell.record()["encoder"], cell.record()["encoder"]
     if cell.kind == "t2t_finetune":
       pretrained = os.path.join(str(out), cell.arm, "pretrain")
       log = open(os.path.join(cell.directory, grid.LOG)).read()

@@ -213,16 +213,22 @@ class ElectraGeneratorDiscriminator(nn.Module):
   config: ElectraConfig
 
   def setup(self):
+    self.networks()
+    self.discriminator_head = DiscriminatorHead(self.config)
+
+  def networks(self):
+    """(In setup) the shared embeddings, the generator with its head, and the
+    discriminator's encoder."""
     cfg = self.config
     self.embeddings = text_embeddings(cfg)
     self.generator = ElectraModel(cfg.generator_config(), shared_embeddings=self.embeddings)
     self.generator_head = generator_head(cfg.generator_config())
     self.discriminator = ElectraModel(cfg, shared_embeddings=self.embeddings)
-    self.discriminator_head = DiscriminatorHead(cfg)
 
-  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
-               segment_ids=None, mlm_targets=None, mlm_weights=None, *,
-               deterministic: bool = True, output_hidden_states: bool = False) -> dict:
+  def corrupt(self, input_ids, attention_mask, token_type_ids, position_ids, segment_ids,
+              mlm_targets, mlm_weights, *, deterministic: bool, output_hidden_states: bool):
+    """The generator's pass, its sampled replacements and the discriminator encoder's pass
+    over them: (its outputs + `generator_logits`, `replaced`, `corrupted_ids`)."""
     gen = self.generator(input_ids, attention_mask, token_type_ids, position_ids, segment_ids,
                          deterministic=deterministic)
     gen_logits = self.generator_head(gen["last_hidden_state"], self.embeddings.word_embeddings)
@@ -236,9 +242,20 @@ class ElectraGeneratorDiscriminator(nn.Module):
     out = self.discriminator(corrupted, attention_mask, token_type_ids, position_ids, segment_ids,
                              deterministic=deterministic,
                              output_hidden_states=output_hidden_states)
-    out.update(generator_logits=gen_logits,
-               discriminator_logits=self.discriminator_head(out["last_hidden_state"]),
-               replaced=replaced, corrupted_ids=corrupted)
+    out.update(generator_logits=gen_logits, replaced=replaced, corrupted_ids=corrupted)
+    return out
+
+  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
+               segment_ids=None, mlm_targets=None, mlm_weights=None, *,
+               deterministic: bool = True, output_hidden_states: bool = False) -> dict:
+    out = self.corrupt(input_ids, attention_mask, token_type_ids, position_ids, segment_ids,
+                       mlm_targets, mlm_weights, deterministic=deterministic,
+                       output_hidden_states=output_hidden_states)
+    return self.heads(out)
+
+  def heads(self, out: dict) -> dict:
+    """The discriminator encoder's outputs + what its head(s) read from them."""
+    out["discriminator_logits"] = self.discriminator_head(out["last_hidden_state"])
     return out
 
 

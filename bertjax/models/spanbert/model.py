@@ -106,3 +106,9 @@ class SpanBertForPreTraining(nn.Module):
                          "bertjax.data.preprocessors.span_masking).")
       out["sbo_logits"] = self.sbo_head(hidden, sbo_left, sbo_right, sbo_pos, word_embeddings)
     return out
+
+
+def bert_params(params: dict) -> dict:
+  """BertForMaskedLM params (the encoder and the MLM head) from SpanBertForPreTraining
+  params: the SBO head serves pretraining only (SpanBERT was released as BERT models)."""
+  return {"bert": params["bert"], "mlm_head": params["mlm_head"]}

@@ -1,0 +1,241 @@
+"""ELECTRA (Clark et al., 2020): where its efficiency comes from (Table 5), how large the
+generator should be (Figure 3, left) and downstream score against pretraining compute
+(Figure 3 right / Figure 1).
+
+Every arm is ELECTRA-Small's architecture sized by the scale (at CPU scale the discriminator
+is 128 wide, 2 layers, embeddings as wide as it), on ELECTRA's data: segment pairs without
+NSP, 15% of the tokens selected, 85% of those shown as [MASK] (the `electra` recipe). The
+BERT rows are the same encoder trained as a masked LM (ElectraForMaskedLM) on the same data
+and masks, so only the objective differs. Fine-tuning reads the discriminator (ELECTRA),
+the MLM network (Replace / All-Tokens MLM) or the encoder (BERT).
+
+The learning curve fine-tunes each arm's checkpoints of 1/4, 1/2 and all of its steps
+(`grid.finetune_cell(step=...)`); a checkpoint's FLOPs are the trainer's analytic count per
+token x the tokens seen by that step.
+"""
+import dataclasses
+import math
+
+from bertjax.tables import grid, report, scales
+from bertjax.tables.bert import MRPC, RTE, SST2
+from bertjax.tables.spec import Arm, Scale, Table
+
+_SMALL = "models/electra_small.gin"
+_ELECTRA_DATA = "Trainer.train_task = 'electra'"
+
+ELECTRA = Arm("electra", "ELECTRA", (_SMALL, "objectives/electra.gin"))
+ALL_TOKENS = Arm("all_tokens_mlm", "All-Tokens MLM",
+                 (_SMALL, "models/electra_all_tokens_mlm.gin",
+                  "objectives/electra_all_tokens_mlm.gin"),
+                 note=("generator samples in the masked positions, the original token "
+                       "predicted at every position through the paper's copy mechanism"))
+REPLACE = Arm("replace_mlm", "Replace MLM",
+              (_SMALL, "models/electra_replace_mlm.gin", "objectives/electra_replace_mlm.gin"),
+              note="generator samples instead of [MASK], MLM loss on those positions")
+ELECTRA_15 = Arm("electra_15", "ELECTRA 15%", (_SMALL, "objectives/electra_15.gin"),
+                 note="the discriminator scored on the masked positions only")
+BERT = Arm("bert", "BERT (MLM)", (_SMALL, "models/electra_mlm.gin", "objectives/mlm.gin"),
+           (_ELECTRA_DATA,),
+           note="the discriminator's encoder as a masked LM (ElectraForMaskedLM), same data")
+
+# Embeddings as wide as the encoder at the small scales (ELECTRA-Small's config has 128).
+_TINY_MODEL = {**scales.TINY_MODEL, "embedding_size": scales.TINY_MODEL["hidden_size"]}
+_CPU_MODEL = {**scales.CPU_MODEL, "embedding_size": scales.CPU_MODEL["hidden_size"]}
+# ELECTRA-Base (the paper's Table 6 and 7): 768 wide, 12 layers, generator 1/3, batch 256 x
+# 512 tokens, 766k steps at a peak rate of 2e-4 after 10k warmup steps.
+_BASE_MODEL = {"embedding_size": 768, "hidden_size": 768, "num_layers": 12, "num_heads": 12,
+               "intermediate_size": 3072, "generator_fraction": 1 / 3, "vocab_size": 30522}
+_BASE_RUN = {"num_train_steps": 766000, "batch_size": 256, "sequence_length": 512}
+_BASE_OPTIMIZER = ("warmup_linear_decay.peak_value = 2e-4",
+                   "warmup_linear_decay.warmup_steps = 10000")
+
+
+def _scales(cpu_tasks: tuple[str, ...], cpu_seeds: tuple[int, ...], paper_run: dict,
+            pretrain: dict = None, tiny_arms: tuple[str, ...] = None) -> dict[str, Scale]:
+  """tiny / cpu / paper scales of these tables (`pretrain`: more Trainer bindings;
+  `tiny_arms`: the arms the tests train, every arm's config being parsed anyway)."""
+  more = pretrain or {}
+  tiny = scales.tiny(("sst2",), arms=tiny_arms)
+  cpu = scales.cpu(tasks=cpu_tasks, seeds=cpu_seeds)
+  paper = scales.paper(_BASE_MODEL, paper_run, bindings=_BASE_OPTIMIZER)
+  return {
+      "tiny": dataclasses.replace(tiny, model=_TINY_MODEL, pretrain={**tiny.pretrain,
+                                                                     **more.get("tiny", {})}),
+      "cpu": dataclasses.replace(cpu, model=_CPU_MODEL, pretrain={**cpu.pretrain,
+                                                                  **more.get("cpu", {})}),
+      "paper": paper}
+
+
+_TASKS_NOTE = ("GLUE is the paper's score; SST-2 (3 seeds) stands in at CPU scale, to fit two "
+               "hours. MRPC and RTE stay at their majority class with encoders this small "
+               "(BERT Table 5 here: MRPC F1 81.6 ± 0.3 against the majority's 81.2, RTE "
+               "52.7 ± 0.0), so they would not tell the arms apart; the tables keep them for "
+               "the paper's scale.")
+
+TABLE5 = Table(
+    name="electra_table5", paper="electra",
+    title="ELECTRA Table 5: where ELECTRA's efficiency comes from",
+    direction=("GLUE score, base-sized models on the same data and steps: ELECTRA 85.0 > "
+               "All-Tokens MLM 84.3 > Replace MLM 82.4 = ELECTRA 15% 82.4 > BERT 82.2: most of "
+               "the gain comes from learning from all tokens, a little from not showing "
+               "[MASK] in pretraining."),
+    arms=(ELECTRA, ALL_TOKENS, REPLACE, ELECTRA_15, BERT),
+    tasks=(SST2, MRPC, RTE),
+    scales=_scales(("sst2",), (0, 1, 2), _BASE_RUN,
+                   tiny_arms=("electra", "all_tokens_mlm", "replace_mlm")),
+    notes=(_TASKS_NOTE,
+           "The generator is 1/4 of the discriminator's width at the tiny and CPU scales "
+           "(ELECTRA-Small's), 1/3 at the paper's (ELECTRA-Base's). Replace and All-Tokens "
+           "MLM add the network's MLM loss to the generator's with weight 1 (both are "
+           "cross-entropies); ELECTRA weighs its binary loss by 50.",
+           "FLOPs (bertjax/train/flops.py) count every dense kernel of the model and each "
+           "vocabulary projection: two for Replace / All-Tokens MLM (the generator's and the "
+           "network's softmax), one for the others."),
+)
+
+# ------------------------------------------------------------- Figure 3 (left)
+FRACTIONS = ((1, 4), (1, 2), (3, 4), (1, 1))
+
+
+def _generator_arm(numerator: int, denominator: int) -> Arm:
+  fraction = numerator / denominator
+  width = round(_CPU_MODEL["hidden_size"] * fraction)
+  return Arm(f"generator_{numerator}_{denominator}",
+             f"generator {numerator}/{denominator}" if fraction < 1 else "generator 1 (same size)",
+             ELECTRA.gin_files, model_overrides={"generator_fraction": fraction},
+             note=f"generator {width} wide at CPU scale")
+
+
+GENERATOR_SIZE = Table(
+    name="electra_generator_size", paper="electra",
+    title="ELECTRA Figure 3 (left): the generator's size",
+    direction=("For a fixed discriminator, generators 1/4 to 1/2 of its size work best (GLUE "
+               "falls off for larger ones, which pose too hard a task, and for a unigram "
+               "generator)."),
+    arms=tuple(_generator_arm(n, d) for n, d in FRACTIONS),
+    tasks=(SST2, MRPC, RTE),
+    scales=_scales(("sst2",), (0, 1, 2), {**_BASE_RUN, "num_train_steps": 500000},
+                   tiny_arms=("generator_1_4", "generator_1_1")),
+    notes=(_TASKS_NOTE,
+           "The paper sweeps three discriminator sizes (256, 512, 768) for 500k steps; here "
+           "one (the scale's), with the same steps for every generator, so larger "
+           "generators cost more FLOPs (reported below).",
+           "At CPU scale the generator keeps 1 attention head up to 1/2 and 2 from 3/4 "
+           "(heads = round(2 x fraction), at least 1)."),
+)
+
+# ------------------------------------------------------------- Figure 3 (right)
+CURVE_FRACTIONS = (0.25, 0.5, 1.0)
+
+
+def curve_steps(scale: Scale) -> list[int]:
+  """The pretraining steps whose checkpoints are fine-tuned: CURVE_FRACTIONS of the run.
+  Each must be a checkpoint the run keeps (a multiple of `checkpoint_every`)."""
+  total, every = scale.pretrain["num_train_steps"], scale.pretrain["checkpoint_every"]
+  steps = sorted({max(1, round(total * f)) for f in CURVE_FRACTIONS})
+  kept = scale.pretrain.get("keep_checkpoints", 0)
+  if any(s % every for s in steps) or kept < total // every:
+    raise ValueError(f"Scale {scale.name!r} saves every {every} steps and keeps {kept}: it "
+                     f"must keep steps {steps} of {total}; bind checkpoint_every to a divisor "
+                     f"of each and keep_checkpoints >= {total // every}.")
+  return steps
+
+
+def curve_cells(table: Table, scale: Scale, out: str) -> list[grid.Cell]:
+  """The corpus, each arm pretrained, then fine-tuned from each checkpoint of
+  `curve_steps` (the last one is the final model: a plain fine-tuning cell)."""
+  corpus = grid.corpus_cell(scale, out)
+  result = [corpus] + [grid.pretrain_cell(scale, arm, out, corpus.directory)
+                       for arm in table.arms]
+  last = scale.pretrain["num_train_steps"]
+  for arm in table.arms:
+    for step in curve_steps(scale):
+      result += [grid.finetune_cell(scale, arm, task, seed, out,
+                                    step=None if step == last else step)
+                 for task in table.tasks_at(scale) for seed in scale.seeds]
+  return result
+
+
+def curve_points(table: Table, scale: Scale, cells: list[grid.Cell], arm: Arm, task):
+  """[(step, FLOPs or None, scores)] of one arm on one task along its pretraining."""
+  pretrain = next(c for c in cells if c.key == f"pretrain/{arm.name}").record()
+  last = scale.pretrain["num_train_steps"]
+  points = []
+  for step in curve_steps(scale):
+    flops = None
+    if pretrain and pretrain.get("flops"):
+      flops = pretrain["flops"] * step / pretrain["steps"]
+    points.append((step, flops, report.scores(cells, arm.name, task, task.metric,
+                                              None if step == last else step)))
+  return points
+
+
+def curve_report(table: Table, scale: Scale, cells: list[grid.Cell]) -> list[str]:
+  tasks = table.tasks_at(scale)
+  lines = ["## Learning curve: score against pretraining FLOPs", "",
+           "| arm | step | FLOPs | " + " | ".join(t.label for t in tasks) + " |",
+           "|---|---:|---:|" + "---:|" * len(tasks)]
+  for arm in table.arms:
+    by_task = [curve_points(table, scale, cells, arm, t) for t in tasks]
+    for i, (step, flops, _) in enumerate(by_task[0]):
+      lines.append(f"| {arm.label} | {step} | {f'{flops:.3g}' if flops else '-'} | "
+                   + " | ".join(report.format_scores(points[i][2]) for points in by_task)
+                   + " |")
+  return lines
+
+
+def plot_curve(table: Table, scale_name: str, cells: list[grid.Cell], path: str):
+  """Score (mean ± std over seeds) against pretraining FLOPs, one line per arm, one panel
+  per task."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  scale = table.scale(scale_name)
+  tasks = table.tasks_at(scale)
+  fig, axes = plt.subplots(1, len(tasks), figsize=(3.4 * len(tasks), 3.0), squeeze=False)
+  drawn = False
+  for ax, task in zip(axes[0], tasks):
+    for arm in table.arms:
+      done = [(f, report.mean_std(v)) for _, f, v in curve_points(table, scale, cells, arm, task)
+              if f and v]
+      if not done:
+        continue
+      drawn = True
+      ax.errorbar([f for f, _ in done], [m for _, (m, _) in done],
+                  yerr=[0.0 if math.isnan(s) else s for _, (_, s) in done], marker="o",
+                  capsize=2, label=arm.label)
+    ax.set_xscale("log")
+    ax.set_xlabel("pretraining FLOPs")
+    ax.set_ylabel(task.label)
+    ax.legend(fontsize=7)
+  if not drawn:
+    plt.close(fig)
+    return None
+  fig.suptitle(f"{table.title} ({scale_name})", fontsize=9)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+_CURVE_CHECKPOINTS = {"tiny": {"checkpoint_every": 1, "keep_checkpoints": 2},
+                      "cpu": {"checkpoint_every": 150, "keep_checkpoints": 4}}
+
+LEARNING_CURVE = Table(
+    name="electra_learning_curve", paper="electra",
+    title="ELECTRA Figure 3 (right) / Figure 1: downstream score against pretraining FLOPs",
+    direction=("At every compute budget ELECTRA scores above an equally sized BERT (MLM), "
+               "and the gap is largest early: ELECTRA reaches BERT's score with a fraction of "
+               "the FLOPs (GLUE dev, Figure 1)."),
+    arms=(ELECTRA, BERT),
+    tasks=(SST2, MRPC, RTE),
+    scales={**_scales(("sst2",), (0, 1, 2), _BASE_RUN, _CURVE_CHECKPOINTS),
+            "paper": scales.paper(_BASE_MODEL, {**_BASE_RUN, "checkpoint_every": 191500,
+                                                "keep_checkpoints": 4},
+                                  bindings=_BASE_OPTIMIZER)},
+    notes=(_TASKS_NOTE,
+           "Each arm is fine-tuned from its checkpoints of 1/4, 1/2 and all of its "
+           "pretraining steps (a learning-rate schedule planned for the whole run: the early "
+           "checkpoints are not those of a shorter run, as in the paper's curves)."),
+    cells=curve_cells, report=curve_report, plot=plot_curve,
+)
