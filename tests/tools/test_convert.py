@@ -1,3 +1,4 @@
+import json
 """`python -m bertjax.convert` both ways, as a command."""
 import subprocess
 import sys
@@ -54,7 +55,16 @@ def test_to_hf_exports_a_bertjax_main_run(tmp_path):
   assert max(diffs.values()) <= 1e-4, diffs
 
 
-def test_to_hf_refuses_a_run_whose_architecture_hf_lacks(tmp_path):
+def test_an_architecture_the_family_lacks_is_refused_with_what_it_supports():
+  from bertjax.hf import registry  # pylint: disable=g-import-not-at-top
+  family = registry.family_for("bert")
+  with pytest.raises(ValueError, match="'SpanBertForPreTraining' is not supported .* supported"):
+    family.check_architecture("SpanBertForPreTraining")
+
+
+def test_a_spanbert_run_exports_as_the_released_bert_architecture(tmp_path):
+  # SpanBERT was released as BERT weights: the run's encoder and MLM head, its SBO head cut.
   run_dirs.fake_run(tmp_path / "run", "spanbert_base")
-  with pytest.raises(ValueError, match="'SpanBertForPreTraining' is not supported"):
-    convert.to_hf(str(tmp_path / "run"), str(tmp_path / "hf"))
+  convert.to_hf(str(tmp_path / "run"), str(tmp_path / "hf"))
+  config = json.loads((tmp_path / "hf" / "config.json").read_text())
+  assert config["architectures"] == ["BertForMaskedLM"], config
