@@ -2,6 +2,7 @@
 their private flag sets (help on request, flags reset afterwards so tests can call `main`
 again), turning bad input into a one-line exit message and printing the JSON report."""
 import json
+import os
 import sys
 from typing import Callable, Optional
 
@@ -34,9 +35,12 @@ def count_params(params) -> int:
 
 
 def emit(report: dict, path: Optional[str]) -> dict:
-  """Prints `report` as JSON and, given a `path`, writes it there too."""
+  """Prints `report` as JSON and, given a `path`, writes it there too (whole or not at all:
+  a table's speed cell reads it back)."""
   if path:
-    with open(path, "w") as f:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
       json.dump(report, f, indent=2)
+    os.replace(tmp, path)
   print(json.dumps(report, indent=2))
   return report
