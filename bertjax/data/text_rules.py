@@ -4,10 +4,13 @@ TF's RE2 and ICU and the Rust `tokenizers` crate disagree on some characters: th
 Unicode tables differ in age (U+0890 is a format character to one and not the other,
 ICU NFKD-decomposes characters tokenizers leaves alone), HF's StripAccents deletes all
 combining marks (Mc too, not only \\p{Mn}), BERT's punctuation is ASCII symbols plus
-\\p{P}. So the character sets here are asked of tokenizers itself, once per process,
-and turned into RE2 classes: the TF path then acts on exactly the characters HF does.
+\\p{P}. So the character sets here are asked of tokenizers itself and turned into RE2
+classes: the TF path then acts on exactly the characters HF does. Asking takes about a
+second a set, so each answer is kept in ~/.cache/bertjax (BERTJAX_CACHE_DIR), one file per
+set and tokenizers version.
 """
 import functools
+import os
 
 import numpy as np
 import tensorflow as tf
@@ -46,8 +49,31 @@ def hf_chars(kind: str) -> str:
   Kinds: "clean_text" (deleted by BertNormalizer's cleaning), "bert_accents" (deleted by
   BertNormalizer's accent stripping), "strip_accents" (deleted by StripAccents), "cjk"
   (spaced by handle_chinese_chars), "punctuation" (split off by BertPreTokenizer).
-  About a second each, once per process.
+  Read from the cache when this tokenizers version already answered it.
   """
+  cache_dir = os.environ.get("BERTJAX_CACHE_DIR",
+                             os.path.join(os.path.expanduser("~"), ".cache", "bertjax"))
+  path = os.path.join(cache_dir, f"hf_chars-{kind}-tokenizers-{tokenizers.__version__}.txt")
+  try:
+    with open(path, encoding="utf-8") as f:
+      cached = f.read()
+    if cached.startswith("[") and cached.endswith("]"):
+      return cached
+  except OSError:
+    pass
+  answer = _ask_tokenizers(kind)
+  try:
+    os.makedirs(cache_dir, exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+      f.write(answer)
+    os.replace(tmp, path)  # atomic: a concurrent reader never sees half a class
+  except OSError:  # a read-only home: ask again next process
+    pass
+  return answer
+
+
+def _ask_tokenizers(kind: str) -> str:
   chars = [chr(c) for c in range(1, 0x110000) if not 0xD800 <= c < 0xE000 and chr(c) != "|"]
   joined = "|".join(chars)
   bert = functools.partial(tokenizers.normalizers.BertNormalizer, clean_text=False,
