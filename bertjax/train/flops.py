@@ -37,15 +37,16 @@ def training_flops_per_token(params: Any, sequence_length: int, num_layers: int 
 
 def for_model(model: Any, params: Any, sequence_length: int, output_shapes: dict) -> float:
   """Training FLOPs per token for a module whose config names its sizes (BERT-style); each
-  [B, L, vocab] output counts one vocabulary projection."""
+  [B, P, vocab] output counts one vocabulary projection at P of every `sequence_length`
+  positions (P < L: an MLM head run only at the masked positions, as max_predictions)."""
   config = getattr(model, "config", None)
   layers = getattr(config, "num_layers", 0) or 0
   hidden = getattr(config, "hidden_size", 0) or 0
   vocab = getattr(config, "vocab_size", 0) or 0
-  scores_vocab = sum(getattr(s, "ndim", 0) == 3 and s.shape[-1] == vocab
-                     for s in output_shapes.values() if s is not None)
+  scored = sum(s.shape[1] / sequence_length for s in output_shapes.values()
+               if getattr(s, "ndim", 0) == 3 and s.shape[-1] == vocab)
   return training_flops_per_token(params, sequence_length, layers, hidden,
-                                  scores_vocab * vocab * hidden)
+                                  scored * vocab * hidden)
 
 
 def dot_flops(fn, *args, **kwargs) -> float:
