@@ -12,7 +12,6 @@ own cells (no pretraining) gets its cells' commands instead, as one shell script
 """
 import argparse
 import os
-import re
 import shlex
 import sys
 
@@ -57,11 +56,6 @@ def validate_paper_configs(files: list[str]) -> None:
   gin.clear_config()
 
 
-def _shell_word(arg: str) -> str:
-  """`arg` for a shell script: quoted, unless a plain word (a `$VARIABLE` expands)."""
-  return arg if re.fullmatch(r"[\w=./:,$-]+", arg) else shlex.quote(arg)
-
-
 def write_paper_commands(table, out: str) -> str:
   """A table with its own cells at the paper's scale: every cell's command, in running
   order, as one shell script."""
@@ -70,7 +64,7 @@ def write_paper_commands(table, out: str) -> str:
   lines = ["#!/usr/bin/env bash", f"# {table.title}: every cell at the paper's scale, in order.",
            *[f"# {n}" for n in table.notes], "set -euo pipefail"]
   for cell in grid.cells(table, "paper", out):
-    lines += [f"# {cell.key}", " ".join(map(_shell_word, cell.command))]
+    lines += [f"# {cell.key}", " ".join(map(report.shell_word, cell.command))]
   with open(path, "w") as f:
     f.write("\n".join(lines) + "\n")
   return path

@@ -39,10 +39,15 @@ def init_dir(out: str, init: str) -> str:
   return os.path.join(out, "init", init)
 
 
-def _student(name: str, label: str, bindings: tuple[str, ...] = (),
-             init: str = "every_other_layer", note: str = "") -> Arm:
+# The init/<name> cell each student arm starts from.
+STUDENT_INIT = {"distilbert": "every_other_layer", "no_ce": "every_other_layer",
+                "no_mlm": "every_other_layer", "no_cos": "every_other_layer",
+                "random_init": "random"}
+
+
+def _student(name: str, label: str, bindings: tuple[str, ...] = (), note: str = "") -> Arm:
   return Arm(name, label, STUDENT_FILES,
-             (f"DISTILLATION_INIT = '{init_dir('{out}', init)}'",) + bindings,
+             (f"DISTILLATION_INIT = '{init_dir('{out}', STUDENT_INIT[name])}'",) + bindings,
              after=(TEACHER.name,), note=note)
 
 
@@ -52,17 +57,16 @@ STUDENTS = (
     _student("no_ce", "- L_ce", ("DistilBertLoss.alpha_ce = 0.0",)),
     _student("no_mlm", "- L_mlm", ("DistilBertLoss.alpha_mlm = 0.0",)),
     _student("no_cos", "- L_cos", ("DistilBertLoss.alpha_cos = 0.0",)),
-    _student("random_init", "random init", init="random",
+    _student("random_init", "random init",
              note="the triple loss from a randomly drawn student"),
 )
 
 
 def student_init(arm: Arm) -> str:
-  """The init/<name> cell a student arm starts from (its DISTILLATION_INIT binding)."""
-  for init in INITS:
-    if f"DISTILLATION_INIT = '{init_dir('{out}', init)}'" in arm.bindings:
-      return init
-  raise ValueError(f"Arm {arm.name!r} binds no DISTILLATION_INIT of {INITS}.")
+  """The init/<name> cell a student arm starts from."""
+  if arm.name not in STUDENT_INIT:
+    raise ValueError(f"Arm {arm.name!r} is not a student of {sorted(STUDENT_INIT)}.")
+  return STUDENT_INIT[arm.name]
 
 
 # Distillation steps per scale (the teacher takes the scale's usual pretraining steps),

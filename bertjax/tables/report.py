@@ -8,10 +8,21 @@ two standard errors is marked "within noise".
 """
 import math
 import os
+import re
 from typing import Optional
 
 from bertjax.tables import grid
 from bertjax.tables.spec import Arm, Table, Task
+
+
+def shell_word(arg: str) -> str:
+  """`arg` as one shell word: as it is when plain, else double-quoted with only `$NAME`
+  variables (`$OUT`, the table's folder; a paper run's checkpoint) left to expand."""
+  if re.fullmatch(r"[\w=./:,$-]+", arg):
+    return arg
+  escaped = re.sub(r'(["\\`])', r"\\\1", arg)
+  escaped = re.sub(r"\$(?![A-Z_][A-Z0-9_]*)", r"\\$", escaped)
+  return f'"{escaped}"'
 
 
 def metric(record: dict, path: str) -> Optional[float]:
@@ -161,8 +172,8 @@ def markdown(table: Table, scale_name: str, cells: list[grid.Cell], command: str
             "```", command, "```", "", "Each cell (`$OUT` = the table's output folder):", "",
             "```"]
   for cell in cells:
-    text = " ".join(cell.command)
-    lines.append(text.replace(out, "$OUT") if out else text)
+    lines.append(" ".join(shell_word(a.replace(out, "$OUT") if out else a)
+                          for a in cell.command))
   return "\n".join(lines + ["```", ""])
 
 

@@ -2,6 +2,7 @@
 import json
 import math
 import os
+import subprocess
 
 import pytest
 
@@ -122,6 +123,26 @@ def test_a_fresh_machine_restores_finished_cells_from_the_ledger(tmp_path):
 def test_versus_calls_small_differences_noise():
   assert report.versus([70.0, 72.0, 74.0], [71.0, 73.0, 75.0]).endswith("(within noise)")
   assert report.versus([70.0], [71.0]) == "-"
+
+
+def test_results_commands_paste_into_a_shell_as_the_cells_ran_them(tmp_path):
+  """Every cell command results.md lists, run through bash with $OUT set, gives back the
+  cell's own argv (gin bindings with spaces and quotes included)."""
+  from bertjax.tables import catalog
+  out = str(tmp_path / "out")
+  cells = [c for table in catalog.TABLES.values() for c in grid.cells(table, "cpu", out)]
+  text = report.markdown(bert.TABLE5, "cpu", grid.cells(bert.TABLE5, "cpu", out), "cmd")
+  listed = text.split("Each cell", 1)[1].split("```")[1].strip().splitlines()
+  assert len(listed) == len(grid.cells(bert.TABLE5, "cpu", out))
+  lines = listed + [" ".join(report.shell_word(a.replace(out, "$OUT")) for a in c.command)
+                    for c in cells]
+  script = "".join(f"printf '%s\\0' {line.split(' ', 1)[1]}; printf '\\1'\n" for line in lines)
+  ran = subprocess.run(["bash"], input=script.encode(), env={"OUT": out},
+                       capture_output=True, check=True).stdout.decode()
+  argvs = [a.split("\0")[:-1] for a in ran.split("\1")[:-1]]
+  want = [list(c.command[1:]) for c in grid.cells(bert.TABLE5, "cpu", out) + cells]
+  assert argvs == want
+  assert any(" = " in a and "'" in a for argv in argvs for a in argv)
 
 
 def test_every_table_has_the_three_scales_and_paper_configs_parse(tmp_path):

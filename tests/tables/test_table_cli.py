@@ -54,7 +54,8 @@ def test_readme_table_command_end_to_end_at_tiny_scale(argv, tmp_path, capsys):
   assert tables_cli.main(args, execute=in_process) == 0
   text = results.read_text()
   assert re.search(r"(\d+) of \1 cells done", text), text
-  assert text.count("(2) |") >= 2  # every arm scored over both seeds
+  # Every arm trained is scored (on the tiny scale's one seed: a plain number).
+  assert len(re.findall(r"^\| [^|]+ \| \d+\.\d \|", text, re.M)) >= 2, text
   assert "FLOPs" in text or "## Pretraining" not in text
   # Every fine-tuning starts from its arm's pretrained weights.
   from bertjax.tables import catalog, grid  # pylint: disable=g-import-not-at-top
