@@ -12,6 +12,7 @@ own cells (no pretraining) gets its cells' commands instead, as one shell script
 """
 import argparse
 import os
+import re
 import shlex
 import sys
 
@@ -84,6 +85,19 @@ def validate_paper_commands(path: str) -> None:
       module.FLAGS.unparse_flags()
 
 
+def stale_message(table, changed: list, out: str, ledger_file: str) -> str:
+  lines = [f"[{table.name}] {len(changed)} finished cells were run with other commands than "
+           f"the table now gives them (its scale or arms changed since); their results would "
+           f"mix two recipes:"]
+  for key, was, now in changed:
+    old, new = (set(re.split(r" (?=--)", r)) for r in (was, now))  # one entry per flag
+    lines.append(f"  {key}: was {sorted(old - new)}, now {sorted(new - old)}" if old != new
+                 else f"  {key}: made from a changed cell")
+  lines.append(f"Keep the old results elsewhere: move {out} and {ledger_file} aside (or give "
+               f"--out and --results new paths), then run again.")
+  return "\n".join(lines)
+
+
 def parse_args(argv):
   parser = argparse.ArgumentParser(prog="python -m bertjax.tables", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -123,13 +137,18 @@ def main(argv=None, execute=grid.run_command) -> int:
   os.makedirs(os.path.dirname(results), exist_ok=True)
   log = lambda m: print(f"[{table.name}] {m}", flush=True)
   ledger_file = ledger.path_for(results)
+  changed = grid.stale(cells, out, ledger.load(ledger_file))
+  if changed:
+    print(stale_message(table, changed, out, ledger_file), file=sys.stderr)
+    return 2
   restored = ledger.restore(ledger_file, cells)
   if restored:
     log(f"{len(restored)} cells finished in earlier sittings ({ledger_file})")
   status = {"failed": [], "blocked": []}
   if not args.report_only:
     status = grid.run(cells, log=log, execute=execute,
-                      on_done=lambda cell: ledger.record(ledger_file, [cell]))
+                      on_done=lambda cell: ledger.record(ledger_file, [cell]),
+                      table_out=out)
   ledger.record(ledger_file, cells)
   plot = (table.plot or report.plot_scores)(table, args.scale, cells,
                                             os.path.splitext(results)[0] + ".png")

@@ -21,6 +21,7 @@ cell starts over in an emptied folder. Each attempt's output goes to `<cell>/cel
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -278,9 +279,42 @@ def run_command(cell: Cell, out, timeout: Optional[float] = None):
     return "timeout"
 
 
+def recipe(cell: Cell, out: str) -> str:
+  """The cell's command with the table's folder as `$OUT`: what its record must match for
+  the cell to count as done wherever the table's folder lives."""
+  return " ".join(a.replace(out, "$OUT") for a in cell.command)
+
+
+def stale(cells: list[Cell], out: str, ledger: dict[str, dict]) -> list[tuple[str, str, str]]:
+  """(key, recorded recipe, current recipe) of every finished cell (by its done-marker, else
+  its ledger entry) made by another command than the table now gives it, or made from a
+  cell so changed: its scale or arms changed since, and its results would mix two recipes.
+  `cells` is in running order."""
+  found, changed = [], set()
+  for cell in cells:
+    record = cell.record() if cell.done() else ledger.get(cell.key)
+    if record is None:
+      continue
+    was = record.get("recipe") or _legacy_recipe(cell, record["command"], out)
+    if was != recipe(cell, out) or changed.intersection(cell.needs):
+      changed.add(cell.key)
+      found.append((cell.key, was, recipe(cell, out)))
+  return found
+
+
+def _legacy_recipe(cell: Cell, command: str, out: str) -> str:
+  """The recipe of a record written before records kept one: its command with the folder it
+  ran in (found before the cell's own path in it, else `out`) as `$OUT`."""
+  inside = os.path.relpath(cell.directory, out)
+  found = re.search(rf"(/[^\s=']*)/{re.escape(inside)}(?![^\s'/])", command)
+  return command.replace(found.group(1) if found else out, "$OUT")
+
+
 def run_cell(cell: Cell, log: Callable[[str], None] = print,
-             execute: Callable[..., object] = run_command) -> bool:
-  """Runs one cell (`execute(cell, log_file)` -> exit status) and marks it done on success."""
+             execute: Callable[..., object] = run_command,
+             table_out: Optional[str] = None) -> bool:
+  """Runs one cell (`execute(cell, log_file)` -> exit status) and marks it done on success
+  (recording its recipe when the table's folder `table_out` is given)."""
   if cell.fresh:
     shutil.rmtree(cell.directory, ignore_errors=True)
   os.makedirs(cell.directory, exist_ok=True)
@@ -298,7 +332,9 @@ def run_cell(cell: Cell, log: Callable[[str], None] = print,
     return False
   attempts = _attempts(cell)
   atomic_json(cell.marker, {
-      "key": cell.key, "command": " ".join(cell.command), "wall_s": attempt["wall_s"],
+      "key": cell.key, "command": " ".join(cell.command),
+      **({"recipe": recipe(cell, table_out)} if table_out else {}),
+      "wall_s": attempt["wall_s"],
       "wall_s_all_attempts": sum(a["wall_s"] for a in attempts), "attempts": len(attempts),
       "finished": time.time(), **RECORDS[cell.kind](cell.directory)})
   log(f"done {cell.key} in {attempt['wall_s']:.0f} s")
@@ -307,9 +343,11 @@ def run_cell(cell: Cell, log: Callable[[str], None] = print,
 
 def run(all_cells: list[Cell], log: Callable[[str], None] = print,
         execute: Callable[..., object] = run_command,
-        on_done: Callable[[Cell], None] = lambda cell: None) -> dict[str, list[str]]:
+        on_done: Callable[[Cell], None] = lambda cell: None,
+        table_out: Optional[str] = None) -> dict[str, list[str]]:
   """Runs every cell not yet done whose prerequisites are done, calling `on_done(cell)`
-  after each success; returns the keys {'skipped': ..., 'ran': ..., 'failed': ...,
+  after each success (each done-marker records the cell's recipe when the table's folder
+  `table_out` is given); returns the keys {'skipped': ..., 'ran': ..., 'failed': ...,
   'blocked': ...}."""
   status = {"skipped": [], "ran": [], "failed": [], "blocked": []}
   by_key = {c.key: c for c in all_cells}
@@ -321,7 +359,7 @@ def run(all_cells: list[Cell], log: Callable[[str], None] = print,
       status["blocked"].append(cell.key)
       continue
     log(f"running {cell.key}")
-    if run_cell(cell, log, execute):
+    if run_cell(cell, log, execute, table_out):
       status["ran"].append(cell.key)
       on_done(cell)
     else:

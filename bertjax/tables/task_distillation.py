@@ -243,8 +243,11 @@ def _speed_rows(table: Table, task: Task, cells: list[grid.Cell]) -> list[str]:
           "|---|---:|---:|---:|---:|---:|",
           f"| {TEACHER_ARM.label} | {teacher['params']:,} | - | "
           f"{teacher['sentences_per_s']:.1f} | 1x | 1x |"]
-  for s in record["students"]:
-    rows.append(f"| {label.get(s['source'], s['source'])} | {s['params']:,} | "
+  # The record lists the students in the order of the cell's --student flags (its sources
+  # are where they were timed, perhaps another machine's folders).
+  timed = [a.split("=", 1)[1] for a in cell.command if a.startswith("--student=")]
+  for s, directory in zip(record["students"], timed):
+    rows.append(f"| {label.get(directory, s['source'])} | {s['params']:,} | "
                 f"{s['params_without_embeddings']:,} | {s['sentences_per_s']:.1f} | "
                 f"{s['speedup']:.1f}x | {s['params_ratio']:.1f}x |")
   return rows

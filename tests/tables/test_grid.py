@@ -1,8 +1,10 @@
 """The table runner: cells, done-markers, resumption, aggregation (commands faked)."""
+import dataclasses
 import json
 import math
 import os
 import subprocess
+from unittest import mock
 
 import pytest
 
@@ -110,6 +112,8 @@ def test_a_fresh_machine_restores_finished_cells_from_the_ledger(tmp_path):
   # A fresh machine (an empty out folder) keeps arm a's results; arm b's fine-tunings need
   # its checkpoint, so b is pretrained again, and so is the corpus it reads.
   second = grid.cells(TABLE, "tiny", str(tmp_path / "machine2"))
+  # Records without a recipe (as the first sitting's) match wherever they were made.
+  assert grid.stale(second, str(tmp_path / "machine2"), ledger.load(book)) == []
   restored = ledger.restore(book, second)
   assert sorted(restored) == ["finetune/a/sst2/seed0", "finetune/a/sst2/seed1",
                               "finetune/a/sst2/seed2", "pretrain/a"]
@@ -118,6 +122,32 @@ def test_a_fresh_machine_restores_finished_cells_from_the_ledger(tmp_path):
   grid.run(second, log=lambda m: None, execute=sitting)
   assert sitting.ran == ["corpus", "pretrain/b"] + [f"finetune/b/sst2/seed{s}" for s in range(3)]
   assert "9 of 9 cells done" in report.markdown(TABLE, "tiny", second, "cmd")
+
+
+def test_a_changed_scale_is_refused_until_its_old_results_are_moved_aside(tmp_path, capsys):
+  """Cells finished under another recipe (here: more pretraining steps) are not mixed into
+  the table: the run stops, naming each changed cell and what changed."""
+  from bertjax.tables import __main__ as cli, catalog
+  out, results = tmp_path / "out", tmp_path / "toy.md"
+  args = ["toy", "--scale=tiny", f"--out={out}", f"--results={results}"]
+  longer = dataclasses.replace(TABLE, scales={"tiny": dataclasses.replace(
+      TABLE.scale("tiny"), pretrain={**TABLE.scale("tiny").pretrain, "num_train_steps": 3})})
+  with mock.patch.dict(catalog.TABLES, {"toy": TABLE}):
+    assert cli.main(args, execute=FakeCommands()) == 0
+    assert grid.stale(grid.cells(TABLE, "tiny", str(out)), str(out),
+                      ledger.load(str(tmp_path / "toy.cells.json"))) == []
+  with mock.patch.dict(catalog.TABLES, {"toy": longer}):
+    assert cli.main(args, execute=FakeCommands()) == 2
+    error = capsys.readouterr().err
+    assert "pretrain/a: was ['--gin_bindings=Trainer.num_train_steps = 2'], now " \
+        "['--gin_bindings=Trainer.num_train_steps = 3']" in error
+    assert "finetune/a/sst2/seed0: made from a changed cell" in error
+    assert "corpus" not in error.split("recipes:", 1)[1]
+    # Moved aside, the new recipe runs from scratch.
+    os.rename(out, tmp_path / "old")
+    os.rename(tmp_path / "toy.cells.json", tmp_path / "old.cells.json")
+    fake = FakeCommands()
+    assert cli.main(args, execute=fake) == 0 and "pretrain/a" in fake.ran
 
 
 def test_versus_calls_small_differences_noise():

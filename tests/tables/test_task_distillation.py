@@ -108,6 +108,12 @@ def test_fake_run_reports_scores_gains_and_speed(tmp_path):
   ledger = json.load(open(tmp_path / "table.cells.json"))
   assert ledger["speed/mrpc"]["students"][0]["speedup"] == 15.0
   assert report.metric(ledger["teacher/sst2"], "dev/accuracy") == 0.8
+  # ... in another folder: the timed students are still named by their arms.
+  os.rename(tmp_path / "out", tmp_path / "moved")
+  moved = args[:2] + [f"--out={tmp_path / 'moved'}", f"--results={results}"]
+  assert tables_cli.main(moved + ["--report_only"], execute=fake) == 0
+  assert "| BiLSTM, distilled + augmentation | 2,000,000 | 600,000 | 300.0 | 15.0x | 11.4x |" \
+      in results.read_text()
 
 
 def test_a_scale_that_lists_arms_trains_only_those_students(tmp_path):
