@@ -54,8 +54,9 @@ def tiny(tasks: tuple[str, ...], **changes) -> Scale:
 
 
 def cpu(**changes) -> Scale:
-  return Scale("cpu", CPU_MODEL, CPU_PRETRAIN, CPU_FINETUNE, CPU_PER_TASK,
-               bindings=CPU_OPTIMIZER, **changes)
+  return Scale(**{"name": "cpu", "model": CPU_MODEL, "pretrain": CPU_PRETRAIN,
+                  "finetune": CPU_FINETUNE, "per_task": CPU_PER_TASK,
+                  "bindings": CPU_OPTIMIZER, **changes})
 
 
 def paper(model: dict, pretrain: dict, **changes) -> Scale:
