@@ -73,11 +73,12 @@ class Trainer:
     prng_impl: the random-bit generator behind dropout and sampling, set as JAX's
       `jax_default_prng_impl` for the whole process: 'threefry2x32' (JAX's default: the
       same bits on every backend, sharding and JAX version), 'rbg' or 'unsafe_rbg' (the
-      hardware-friendly generators t5x and MaxText train with; cheaper on CPU and TPU, but
-      the bits may change with the backend, the sharding or the JAX version, and
-      'unsafe_rbg' splits keys with weaker guarantees). A seed gives other dropout masks
-      under each; the state's key takes the generator's shape (2 words for threefry, 4 for
-      the others), so a run resumes only with the generator it was started with.
+      generators t5x and MaxText train with on TPU; on CPU a dropout mask takes about 4x
+      longer than threefry's; the bits may change with the backend, the sharding or the JAX
+      version, and 'unsafe_rbg' splits keys with weaker guarantees). A seed gives other
+      dropout masks under each; the state's key takes the generator's shape (2 words for
+      threefry, 4 for the others), so a run resumes only with the generator it was started
+      with.
   """
 
   @typechecked
