@@ -59,12 +59,11 @@ def c4_sentencepiece(vocab_size: int = 3996, extra_ids: int = 100,
                      cache_dir: Optional[str] = None, directory: Optional[str] = None):
   """A unigram SentencePiece trained on C4's train split (one line per paragraph), with
   `extra_ids` sentinels on top; built once and reused from `cache_dir` (default:
-  ~/.cache/bertjax/c4-spm-<size>). The model's vocab_size must be at least
+  <paths.cache_dir()>/c4-spm-<size>). The model's vocab_size must be at least
   `vocab_size + extra_ids` (the trained model may hold slightly fewer pieces).
   """
   from bertjax.data import vocab_training, vocabularies  # pylint: disable=g-import-not-at-top
-  cache_dir = cache_dir or os.path.join(os.path.expanduser("~"), ".cache", "bertjax",
-                                        f"c4-spm-{vocab_size}")
+  cache_dir = cache_dir or str(paths.cache_dir() / f"c4-spm-{vocab_size}")
   model_file = os.path.join(cache_dir, "spiece.model")
   if not os.path.exists(model_file):
     lines = [line for doc in documents("train", directory) for line in doc.split("\n")

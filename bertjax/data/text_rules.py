@@ -17,6 +17,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 import tokenizers
 
+from bertjax import paths
+
 # Unicode White_Space (Rust's char::is_whitespace).
 WHITESPACE_CHARS = ("\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200b)))
                     + "\u2028\u2029\u202f\u205f\u3000")
@@ -51,9 +53,7 @@ def hf_chars(kind: str) -> str:
   (spaced by handle_chinese_chars), "punctuation" (split off by BertPreTokenizer).
   Read from the cache when this tokenizers version already answered it.
   """
-  cache_dir = os.environ.get("BERTJAX_CACHE_DIR",
-                             os.path.join(os.path.expanduser("~"), ".cache", "bertjax"))
-  path = os.path.join(cache_dir, f"hf_chars-{kind}-tokenizers-{tokenizers.__version__}.txt")
+  path = os.path.join(paths.cache_dir(), f"hf_chars-{kind}-tokenizers-{tokenizers.__version__}.txt")
   try:
     with open(path, encoding="utf-8") as f:
       cached = f.read()
@@ -63,11 +63,8 @@ def hf_chars(kind: str) -> str:
     pass
   answer = _ask_tokenizers(kind)
   try:
-    os.makedirs(cache_dir, exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-      f.write(answer)
-    os.replace(tmp, path)  # atomic: a concurrent reader never sees half a class
+    os.makedirs(paths.cache_dir(), exist_ok=True)
+    paths.write_atomic(path, answer)
   except OSError:  # a read-only home: ask again next process
     pass
   return answer

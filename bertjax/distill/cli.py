@@ -2,12 +2,13 @@
 their private flag sets (help on request, flags reset afterwards so tests can call `main`
 again), turning bad input into a one-line exit message and printing the JSON report."""
 import json
-import os
 import sys
 from typing import Callable, Optional
 
 import jax
 from absl import flags
+
+from bertjax import paths
 
 
 def run_with_flags(flag_values: flags.FlagValues, run: Callable[[], dict], doc: str,
@@ -37,10 +38,8 @@ def count_params(params) -> int:
 def emit(report: dict, path: Optional[str]) -> dict:
   """Prints `report` as JSON and, given a `path`, writes it there too (whole or not at all:
   a table's speed cell reads it back)."""
+  text = json.dumps(report, indent=2)
   if path:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-      json.dump(report, f, indent=2)
-    os.replace(tmp, path)
-  print(json.dumps(report, indent=2))
+    paths.write_atomic(path, text)
+  print(text)
   return report

@@ -253,10 +253,7 @@ FINETUNE_KINDS = ("finetune", "t2t_finetune")  # the cells a table scores
 
 
 def atomic_json(path: str, value: dict) -> None:
-  tmp = f"{path}.tmp{os.getpid()}"
-  with open(tmp, "w") as f:
-    json.dump(value, f, indent=2, default=str)
-  os.replace(tmp, path)
+  paths.write_atomic(path, json.dumps(value, indent=2, default=str))
 
 
 def _attempts(cell: Cell) -> list[dict]:
@@ -296,9 +293,10 @@ def stale(cells: list[Cell], out: str, ledger: dict[str, dict]) -> list[tuple[st
     if record is None:
       continue
     was = record.get("recipe") or _legacy_recipe(cell, record["command"], out)
-    if was != recipe(cell, out) or changed.intersection(cell.needs):
+    now = recipe(cell, out)
+    if was != now or changed.intersection(cell.needs):
       changed.add(cell.key)
-      found.append((cell.key, was, recipe(cell, out)))
+      found.append((cell.key, was, now))
   return found
 
 
