@@ -35,14 +35,8 @@ class MaskedLM:
   def model_inputs(self, batch):
     inputs = contract.select(batch, contract.ENCODER_INPUTS)
     if self.max_predictions is not None:
-      inputs["masked_positions"] = self._positions(batch)
+      inputs["masked_positions"] = masked_positions(batch["mlm_weights"], self.max_predictions)
     return inputs
-
-  def _positions(self, batch):
-    # top_k on 0/1 weights: every selected position ranks before every unselected one.
-    # (Sequences shorter than max_predictions have all their positions gathered.)
-    k = min(self.max_predictions, batch["mlm_weights"].shape[-1])
-    return jax.lax.top_k(batch["mlm_weights"], k)[1]
 
   def __call__(self, outputs, batch):
     if self.logits_key not in outputs:
@@ -53,13 +47,27 @@ class MaskedLM:
     targets, weights = mlm["mlm_targets"], mlm["mlm_weights"]
     metrics = {}
     if self.max_predictions is not None:
-      positions = self._positions(batch)
-      targets = jnp.take_along_axis(targets, positions, axis=1)
-      weights = jnp.take_along_axis(weights, positions, axis=1)
-      metrics[f"{self.name}_dropped"] = (batch["mlm_weights"].sum() - weights.sum(),
-                                         jnp.asarray(1.0))
+      targets, weights, metrics[f"{self.name}_dropped"] = gather_targets(
+          targets, weights, masked_positions(weights, self.max_predictions))
     loss_sum, correct, count = base.weighted_cross_entropy(outputs[self.logits_key], targets,
                                                            weights)
     metrics.update({f"{self.name}_loss": (loss_sum, count),
                     f"{self.name}_accuracy": (correct, count)})
     return base.safe_mean(loss_sum, count), metrics
+
+
+def masked_positions(mlm_weights: jax.Array, max_predictions: int) -> jax.Array:
+  """[B, min(max_predictions, L)] positions, the selected ones (weight > 0) first.
+
+  top_k on 0/1 weights ranks every selected position before every unselected one;
+  sequences shorter than max_predictions have all their positions gathered."""
+  k = min(max_predictions, mlm_weights.shape[-1])
+  return jax.lax.top_k(mlm_weights, k)[1]
+
+
+def gather_targets(targets: jax.Array, weights: jax.Array, positions: jax.Array):
+  """(targets, weights) at `positions`, and the `dropped` metric: how many selected
+  tokens fell beyond them (left out of the loss), as a (sum, 1) pair."""
+  gathered = jnp.take_along_axis(weights, positions, axis=1)
+  dropped = (weights.sum() - gathered.sum(), jnp.asarray(1.0))
+  return jnp.take_along_axis(targets, positions, axis=1), gathered, dropped

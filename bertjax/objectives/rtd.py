@@ -9,6 +9,11 @@ model (`ElectraGeneratorDiscriminator`) samples the replacements itself from the
 'sample' RNG stream, with no gradient through the sampling, so only L_MLM trains the
 generator's own weights (the shared embeddings get both).
 
+`max_predictions` runs the generator's head (and its sampling over the vocabulary) only
+at the selected positions, up to that many a sequence, as ELECTRA's own code does
+(max_predictions_per_seq, 19 for ELECTRA-Small at 128 tokens). Selected tokens beyond
+it are left out of L_MLM, keep their original token, and are counted in `mlm_dropped`.
+
 ELECTRA 15% (the paper's Table 5) is `detect_on='masked'`: L_Disc over the masked
 positions only (the 15% the generator filled in), the rest of the input unscored.
 
@@ -17,13 +22,14 @@ Two-stage ELECTRA is the same objective with other weights: stage one
 generator frozen in the optimizer (see gin/objectives/electra_two_stage_*.gin).
 """
 import dataclasses
+from typing import Optional
 
 import gin
 import jax.numpy as jnp
 import optax
 
 from bertjax import batch as contract
-from bertjax.objectives import base
+from bertjax.objectives import base, mlm as mlm_objective
 
 
 def token_weights(batch) -> jnp.ndarray:
@@ -56,12 +62,15 @@ class ReplacedTokenDetection:
   """ELECTRA's joint loss over `ElectraGeneratorDiscriminator` outputs.
 
   detect_on: 'all' real tokens (ELECTRA) or only the 'masked' ones (ELECTRA 15%).
+  max_predictions: when set, the generator runs at most this many masked positions a
+    sequence (the model gets `masked_positions`); None scores every position.
   Metrics: mlm_loss / mlm_accuracy (generator), rtd_loss / rtd_accuracy (the detected
   tokens), rtd_recall (replaced tokens caught) and rtd_replaced (fraction replaced).
   """
   generator_weight: float = 1.0
   discriminator_weight: float = 50.0
   detect_on: str = "all"
+  max_predictions: Optional[int] = None
   rng_names: tuple[str, ...] = ("sample",)
 
   def __post_init__(self):
@@ -70,8 +79,12 @@ class ReplacedTokenDetection:
                        "(ELECTRA) or 'masked' (ELECTRA 15%).")
 
   def model_inputs(self, batch):
-    return {**contract.select(batch, contract.ENCODER_INPUTS),
-            **contract.require(batch, contract.MLM, "ReplacedTokenDetection")}
+    inputs = {**contract.select(batch, contract.ENCODER_INPUTS),
+              **contract.require(batch, contract.MLM, "ReplacedTokenDetection")}
+    if self.max_predictions is not None:
+      inputs["masked_positions"] = mlm_objective.masked_positions(inputs["mlm_weights"],
+                                                                  self.max_predictions)
+    return inputs
 
   def __call__(self, outputs, batch):
     for key in ("generator_logits", "discriminator_logits", "replaced"):
@@ -79,16 +92,27 @@ class ReplacedTokenDetection:
         raise ValueError(f"ReplacedTokenDetection needs the model output {key!r}; use "
                          "bertjax.models.electra.ElectraGeneratorDiscriminator.")
     mlm = contract.require(batch, contract.MLM, "ReplacedTokenDetection")
+    targets, mlm_weights = mlm["mlm_targets"], mlm["mlm_weights"]
+    metrics = {}
+    if self.max_predictions is not None:
+      positions = mlm_objective.masked_positions(mlm_weights, self.max_predictions)
+      targets, gathered, metrics["mlm_dropped"] = mlm_objective.gather_targets(
+          targets, mlm_weights, positions)
+      # The positions sampled from, as [B, L] weights (detect_on='masked' scores these).
+      rows = jnp.arange(positions.shape[0])[:, None]
+      mlm_weights = jnp.zeros_like(mlm_weights).at[rows, positions].set(gathered)
+    else:
+      gathered = mlm_weights
     mlm_sum, mlm_correct, mlm_count = base.weighted_cross_entropy(
-        outputs["generator_logits"], mlm["mlm_targets"], mlm["mlm_weights"])
+        outputs["generator_logits"], targets, gathered)
     weights = token_weights(batch)
     if self.detect_on == "masked":
-      weights = weights * (mlm["mlm_weights"] > 0)
+      weights = weights * (mlm_weights > 0)
     rtd_sum, rtd_correct, count, caught, replaced = detection_loss(
         outputs["discriminator_logits"], outputs["replaced"], weights)
     loss = (self.generator_weight * base.safe_mean(mlm_sum, mlm_count)
             + self.discriminator_weight * base.safe_mean(rtd_sum, count))
-    metrics = {"mlm_loss": (mlm_sum, mlm_count), "mlm_accuracy": (mlm_correct, mlm_count),
-               "rtd_loss": (rtd_sum, count), "rtd_accuracy": (rtd_correct, count),
-               "rtd_recall": (caught, replaced), "rtd_replaced": (replaced, count)}
+    metrics.update({"mlm_loss": (mlm_sum, mlm_count), "mlm_accuracy": (mlm_correct, mlm_count),
+                    "rtd_loss": (rtd_sum, count), "rtd_accuracy": (rtd_correct, count),
+                    "rtd_recall": (caught, replaced), "rtd_replaced": (replaced, count)})
     return loss, metrics

@@ -157,3 +157,70 @@ def test_two_stage_electra_freezes_the_generator(tmp_path):
   assert not same(stage_two["discriminator"], init["discriminator"])
   assert records[-1]["rtd_loss"] < records[0]["rtd_loss"]
   assert records[-1]["rtd_accuracy"] > records[0]["rtd_accuracy"]
+
+
+# ------------------------------------------------------------ max_predictions (gathered)
+def test_sampling_at_gathered_positions_matches_sampling_everywhere():
+  """With certain (one-hot, huge) logits the sample is fixed, so gathering changes
+  nothing at the gathered positions; a masked position past them gets its original."""
+  rng = np.random.default_rng(0)
+  vocab, (b, length) = 20, (2, 8)
+  ids = rng.integers(3, vocab, (b, length)).astype(np.int32)
+  weights = np.zeros((b, length), np.float32)
+  weights[0, [1, 4, 6]] = 1.0
+  weights[1, [2]] = 1.0
+  targets = (rng.integers(3, vocab, (b, length)) * weights).astype(np.int32)
+  choice = rng.integers(0, vocab, (b, length))
+  full_logits = 1e4 * np.eye(vocab, dtype=np.float32)[choice]
+  key = jax.random.PRNGKey(0)
+  corrupted, replaced = electra.sample_replacements(key, full_logits, ids, targets, weights)
+  positions = jnp.asarray([[1, 4], [2, 0]])  # row 0 drops position 6; row 1 pads with 0
+  gathered_logits = jnp.take_along_axis(jnp.asarray(full_logits), positions[..., None], 1)
+  g_corrupted, g_replaced = electra.sample_replacements(key, gathered_logits, ids, targets,
+                                                        weights, positions)
+  sampled = [(0, 1), (0, 4), (1, 2)]
+  for row, col in sampled:
+    assert int(g_corrupted[row, col]) == int(corrupted[row, col]) == choice[row, col]
+    assert int(g_replaced[row, col]) == int(replaced[row, col])
+  # The dropped masked position holds its original token, not replaced.
+  assert int(g_corrupted[0, 6]) == targets[0, 6] and int(g_replaced[0, 6]) == 0
+  # Everything else is the input as it was.
+  untouched = np.ones((b, length), bool)
+  for row, col in sampled + [(0, 6)]:
+    untouched[row, col] = False
+  np.testing.assert_array_equal(np.asarray(g_corrupted)[untouched], ids[untouched])
+  assert not np.asarray(g_replaced)[untouched].any()
+
+
+def test_max_predictions_keeps_the_generator_loss_and_counts_what_it_drops():
+  _, params = _model_and_params()
+  batch = _batch()
+  per_row = np.asarray(batch["mlm_weights"].sum(1))
+  key = jax.random.PRNGKey(1)
+  _, full = _loss_fn(rtd.ReplacedTokenDetection())(params, batch, key)
+  # Room for every selected token: the same generator loss (it does not depend on the sample).
+  _, wide = _loss_fn(rtd.ReplacedTokenDetection(max_predictions=16))(params, batch, key)
+  for name in ("mlm_loss", "mlm_accuracy"):
+    np.testing.assert_allclose(np.asarray(wide[name]), np.asarray(full[name]), rtol=1e-5)
+  assert float(wide["mlm_dropped"][0]) == 0.0
+  # Two a row: the rest are dropped from L_MLM, and ELECTRA 15% scores only the two.
+  narrow = rtd.ReplacedTokenDetection(max_predictions=2, detect_on="masked")
+  _, few = _loss_fn(narrow)(params, batch, key)
+  kept = np.minimum(per_row, 2).sum()
+  assert per_row.max() > 2
+  assert float(few["mlm_loss"][1]) == kept == float(few["rtd_loss"][1])
+  assert float(few["mlm_dropped"][0]) == per_row.sum() - kept
+  outputs = _model_and_params()[0].apply({"params": params}, **narrow.model_inputs(batch),
+                                         rngs={"sample": key})
+  assert outputs["generator_logits"].shape == (4, 2, tl.VOCAB)
+  assert int(outputs["replaced"].sum(1).max()) <= 2
+
+
+def test_no_gradient_through_sampling_at_gathered_positions():
+  _, params = _model_and_params()
+  objective = rtd.ReplacedTokenDetection(max_predictions=3)
+  disc_term = lambda p: (lambda m: m["rtd_loss"][0] / m["rtd_loss"][1])(
+      _loss_fn(objective)(p, _batch(), jax.random.PRNGKey(2))[1])
+  grads = jax.jit(jax.grad(disc_term))(params)
+  assert _norm(grads["generator"]) == 0.0 and _norm(grads["generator_head"]) == 0.0
+  assert _norm(grads["discriminator"]) > 0

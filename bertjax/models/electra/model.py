@@ -109,7 +109,8 @@ class ElectraModel(nn.Module):
     self.encoder = transformer.TransformerStack(
         cfg.num_layers, cfg.num_heads, cfg.head_dim, cfg.intermediate_size, cfg.hidden_act,
         cfg.hidden_dropout, cfg.attention_dropout, cfg.layer_norm_eps,
-        init_std=cfg.initializer_range, dtype=dtype, remat=cfg.remat)
+        init_std=cfg.initializer_range, dtype=dtype, remat=cfg.remat,
+        scan_unroll=cfg.scan_unroll)
 
   def embedding_module(self) -> embeddings.TextEmbeddings:
     return self.embeddings if self.shared_embeddings is None else self.shared_embeddings
@@ -188,23 +189,34 @@ class ElectraForMaskedLM(nn.Module):
 
 
 def sample_replacements(key: jax.Array, logits: jax.Array, input_ids: jax.Array,
-                        mlm_targets: jax.Array, mlm_weights: jax.Array):
+                        mlm_targets: jax.Array, mlm_weights: jax.Array,
+                        positions: Optional[jax.Array] = None):
   """(corrupted ids, replaced labels): sampled tokens at the masked positions.
 
+  `logits` are [B, L, V], or [B, P, V] at `positions` [B, P] (the generator's head run
+  only there, as ELECTRA's max_predictions_per_seq). Then a masked position beyond the
+  P gathered ones gets its original token back: nothing was sampled for it.
   `stop_gradient` makes the sampling a constant to autodiff: the discriminator's loss
   cannot reach the generator through the tokens it was given.
   """
   sampled = jax.random.categorical(key, jax.lax.stop_gradient(logits).astype(jnp.float32))
+  sampled = sampled.astype(input_ids.dtype)
   masked = mlm_weights > 0
   original = jnp.where(masked, mlm_targets, input_ids)
-  corrupted = jnp.where(masked, sampled.astype(input_ids.dtype), input_ids)
+  if positions is None:
+    corrupted = jnp.where(masked, sampled, input_ids)
+  else:
+    at = lambda x: jnp.take_along_axis(x, positions, axis=1)
+    rows = jnp.arange(input_ids.shape[0])[:, None]
+    corrupted = original.at[rows, positions].set(jnp.where(at(masked), sampled, at(original)))
   return corrupted, (corrupted != original).astype(jnp.int32)
 
 
 class ElectraGeneratorDiscriminator(nn.Module):
   """Joint ELECTRA pretraining: generator -> sampled replacements -> discriminator.
 
-  Outputs: `generator_logits` [B, L, V] (MLM over the masked input), `discriminator_logits`
+  Outputs: `generator_logits` [B, L, V] (MLM over the masked input; [B, P, V] when given
+  `masked_positions` [B, P], as BERT's MLM head), `discriminator_logits`
   [B, L], `replaced` [B, L] (RTD labels), `corrupted_ids` (the discriminator's input), and
   the discriminator's `last_hidden_state`. Without `mlm_weights` nothing is replaced.
   Sampling draws from the 'sample' RNG stream; without one (plain evaluation) it uses
@@ -226,19 +238,21 @@ class ElectraGeneratorDiscriminator(nn.Module):
     self.discriminator = ElectraModel(cfg, shared_embeddings=self.embeddings)
 
   def corrupt(self, input_ids, attention_mask, token_type_ids, position_ids, segment_ids,
-              mlm_targets, mlm_weights, *, deterministic: bool, output_hidden_states: bool):
+              mlm_targets, mlm_weights, masked_positions, *, deterministic: bool,
+              output_hidden_states: bool):
     """The generator's pass, its sampled replacements and the discriminator encoder's pass
     over them: (its outputs + `generator_logits`, `replaced`, `corrupted_ids`)."""
     gen = self.generator(input_ids, attention_mask, token_type_ids, position_ids, segment_ids,
                          deterministic=deterministic)
-    gen_logits = self.generator_head(gen["last_hidden_state"], self.embeddings.word_embeddings)
+    gen_logits = self.generator_head(gen["last_hidden_state"], self.embeddings.word_embeddings,
+                                     masked_positions)
     if mlm_weights is None:
       mlm_weights = jnp.zeros(input_ids.shape, jnp.float32)
     if mlm_targets is None:
       mlm_targets = input_ids
     key = self.make_rng("sample") if self.has_rng("sample") else jax.random.PRNGKey(0)
     corrupted, replaced = sample_replacements(key, gen_logits, input_ids, mlm_targets,
-                                              mlm_weights)
+                                              mlm_weights, masked_positions)
     out = self.discriminator(corrupted, attention_mask, token_type_ids, position_ids, segment_ids,
                              deterministic=deterministic,
                              output_hidden_states=output_hidden_states)
@@ -246,10 +260,10 @@ class ElectraGeneratorDiscriminator(nn.Module):
     return out
 
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
-               segment_ids=None, mlm_targets=None, mlm_weights=None, *,
+               segment_ids=None, mlm_targets=None, mlm_weights=None, masked_positions=None, *,
                deterministic: bool = True, output_hidden_states: bool = False) -> dict:
     out = self.corrupt(input_ids, attention_mask, token_type_ids, position_ids, segment_ids,
-                       mlm_targets, mlm_weights, deterministic=deterministic,
+                       mlm_targets, mlm_weights, masked_positions, deterministic=deterministic,
                        output_hidden_states=output_hidden_states)
     return self.heads(out)
 
