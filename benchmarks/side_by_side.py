@@ -15,8 +15,10 @@ the MLM head at 20 masked positions (BERT's max_predictions_per_seq; the torch s
 gathers those positions before its `cls` head too), roberta-base (MLM), electra-small
 (generator + discriminator, replaced-token detection with lambda 50; transformers has no
 joint class, so its side is ElectraForMaskedLM + ElectraForPreTraining sharing one
-embedding module, sampling replacements by Gumbel-max as ours does), t5-small
-(span-corruption shapes: 128 input, 32 target tokens; tokens/s counts both).
+embedding module, sampling replacements by Gumbel-max as ours does; `/mp20` runs both
+generators' heads and sampling at 20 selected positions, as ELECTRA's own code), t5-small
+(span-corruption shapes: 128 input, 32 target tokens; tokens/s counts both). `/unroll`
+runs our layer loop fully unrolled (scan_unroll = num_layers); the torch side is the same.
 
 Timing: after a compile and a warm-up step each, the two sides alternate one step at
 a time for `--rounds` rounds, each round also timing a 2048^3 f32 matmul in JAX (the
@@ -122,23 +124,34 @@ def torch_labelled(family: str, config, architecture: str, inputs: tuple, labels
   return make
 
 
-def torch_electra(config):
+def torch_electra(config, max_predictions):
+  """Generator MLM + 50 x detection, sampling by Gumbel-max; with `max_predictions` the
+  generator's head and sampling run only at the selected positions, as ours."""
   def make(b):
     generator = hf_model("electra", config.generator_config(), "ElectraForMaskedLM")
     discriminator = hf_model("electra", config, "ElectraForPreTraining")
     discriminator.electra.embeddings = generator.electra.embeddings
     masked = b["mlm_weights"] > 0
+    original = torch.where(masked, b["mlm_targets"], b["input_ids"])
+    k = b["input_ids"].shape[1] if max_predictions is None else min(max_predictions,
+                                                                    b["input_ids"].shape[1])
+    positions = torch.topk(b["mlm_weights"], k).indices  # as mlm.masked_positions
+    at = lambda x: torch.gather(x, 1, positions)
+    labels = at(mlm_labels(b))
 
     def loss():
-      gen = generator(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
-                      labels=mlm_labels(b))
-      logits = gen.logits.detach().float()
-      gumbel = -torch.log(-torch.log(torch.rand_like(logits).clamp_min(1e-20)))
-      corrupted = torch.where(masked, (logits + gumbel).argmax(-1), b["input_ids"])
-      original = torch.where(masked, b["mlm_targets"], b["input_ids"])
+      hidden = generator.electra(input_ids=b["input_ids"], attention_mask=b["attention_mask"])[0]
+      if max_predictions is not None:
+        hidden = torch.gather(hidden, 1, positions[..., None].expand(-1, -1, hidden.shape[-1]))
+      logits = generator.generator_lm_head(generator.generator_predictions(hidden))
+      gen_loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+      noisy = logits.detach().float()
+      noisy = noisy - torch.log(-torch.log(torch.rand_like(noisy).clamp_min(1e-20)))
+      corrupted = original.scatter(1, positions, torch.where(at(masked), noisy.argmax(-1),
+                                                             at(original)))
       disc = discriminator(input_ids=corrupted, attention_mask=b["attention_mask"],
                            labels=(corrupted != original).long())
-      return gen.loss + 50.0 * disc.loss
+      return gen_loss + 50.0 * disc.loss
     return torch_trainer([generator, discriminator], loss)
   return make
 
@@ -169,8 +182,16 @@ def t5_batch(batch_size: int, inputs_length: int, targets_length: int, vocab: in
 
 
 def make_case(name: str, batch_size: int, length: int, overrides: dict) -> Case:
-  kind, _, variant = name.partition("/")
-  max_predictions = int(variant[2:]) if variant.startswith("mp") else None
+  """`name` is a model and its variants: `/mp<N>` (MLM head at N positions, BERT and
+  ELECTRA), `/unroll` (our layer loop fully unrolled: scan_unroll = num_layers)."""
+  kind, *variants = name.split("/")
+  max_predictions = next((int(v[2:]) for v in variants if v.startswith("mp")), None)
+  unknown = [v for v in variants if v != "unroll" and not v.startswith("mp")]
+  if unknown or (max_predictions and not kind.startswith(("bert-", "electra-"))):
+    raise ValueError(f"Unknown variant in {name!r}: bert-<size> and electra-small may add "
+                     "/mp<N>; any encoder may add /unroll.")
+  if "unroll" in variants:
+    overrides = dict(overrides, scan_unroll=overrides.get("num_layers") or _layers(kind))
   if kind.startswith("bert-"):
     config = bert.SIZES[kind[5:]]().replace(**overrides)
     objective = nsp.PretrainingObjective((mlm.MaskedLM(max_predictions=max_predictions),
@@ -186,9 +207,10 @@ def make_case(name: str, batch_size: int, length: int, overrides: dict) -> Case:
                                ("input_ids", "attention_mask"), mlm_labels))
   if kind == "electra-small":
     config = electra.electra_small().replace(**overrides)
-    return Case(electra.ElectraGeneratorDiscriminator(config), rtd.ReplacedTokenDetection(),
+    return Case(electra.ElectraGeneratorDiscriminator(config),
+                rtd.ReplacedTokenDetection(max_predictions=max_predictions),
                 mlm_batch(batch_size, length, config.vocab_size), batch_size * length,
-                torch_electra(config))
+                torch_electra(config, max_predictions))
   if kind == "t5-small":
     config = t5.t5_small().replace(**overrides)
     targets = max(2, length // 4)
@@ -198,10 +220,16 @@ def make_case(name: str, batch_size: int, length: int, overrides: dict) -> Case:
                 torch_labelled("t5", config, "T5ForConditionalGeneration",
                                ("input_ids", "attention_mask", "decoder_input_ids"),
                                lambda b: b["labels"]))
-  raise ValueError(f"Unknown case {name!r}; use one of {CASES} (a bert-<size> may add /mp<N>).")
+  raise ValueError(f"Unknown case {name!r}; use one of {CASES} or their variants.")
 
 
-CASES = ("bert-mini", "bert-base", "bert-base/mp20", "roberta-base", "electra-small", "t5-small")
+def _layers(kind: str) -> int:
+  configs = {"roberta-base": roberta.roberta_base, "electra-small": electra.electra_small}
+  return (bert.SIZES[kind[5:]] if kind.startswith("bert-") else configs[kind])().num_layers
+
+
+CASES = ("bert-mini", "bert-base", "bert-base/mp20", "roberta-base", "electra-small",
+         "electra-small/mp20", "electra-small/mp20/unroll", "t5-small")
 
 
 # ----------------------------------------------------------------------------- timing

@@ -11,12 +11,15 @@ from tests import test_readme
 
 sys.path.insert(0, str(paths.REPO_ROOT / "benchmarks"))
 import gpu_step  # noqa: E402
+import profile_step  # noqa: E402
 import side_by_side  # noqa: E402
 
 README = "README.md"  # the commands below are read from it
 TINY = {"python benchmarks/side_by_side.py": [
-            "--tiny", "--cases=bert-mini/mp20,electra-small,t5-small", "--rounds=1",
+            "--tiny", "--cases=bert-mini/mp20,electra-small/mp20/unroll,t5-small", "--rounds=1",
             "--batch_size=8", "--sequence_length=16", "--matmul_size=64"],
+        "python benchmarks/profile_step.py": ["--tiny", "--steps=1", "--top=5",
+                                              "--batch_size=8", "--sequence_length=16"],
         "python benchmarks/gpu_step.py": [
             "--tiny", "--rounds=1", "--steps=1", "--batch_size=8", "--sequence_length=16"]}
 
@@ -33,9 +36,29 @@ def test_side_by_side_writes_its_table(tmp_path, capsys):
   side_by_side.main(_readme_args("python benchmarks/side_by_side.py")
                     + TINY["python benchmarks/side_by_side.py"] + [f"--out={out}"])
   rows = [l for l in out.read_text().splitlines() if l.startswith("| ") and "---" not in l]
-  assert [r.split(" | ")[0] for r in rows[1:]] == ["| bert-mini/mp20", "| electra-small",
-                                                   "| t5-small"]
+  assert [r.split(" | ")[0] for r in rows[1:]] == [
+      "| bert-mini/mp20", "| electra-small/mp20/unroll", "| t5-small"]
   assert "ours / torch" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_profile_step_names_where_the_time_goes(tmp_path, capsys):
+  profile_step.main(_readme_args("python benchmarks/profile_step.py")
+                    + TINY["python benchmarks/profile_step.py"] + [f"--hlo_dir={tmp_path}"])
+  out = capsys.readouterr().out
+  tables = out.split("| kind of thunk")
+  assert len(tables) == 2, out
+  rows = [[l.split(" | ") for l in t.splitlines() if l.startswith("| ") and "---" not in l
+           and not l.startswith(("| thunk", "| kind"))] for t in tables]
+  thunks, kinds = rows
+  assert len(thunks) == 5 and 1 <= len(kinds) <= 5, out
+  ms = lambda r: float(r[-2])
+  share = lambda r: float(r[-1].rstrip(" |%"))
+  # Each kind sums its thunks: the top kind takes at least the top thunk's time.
+  assert ms(kinds[0]) >= ms(thunks[0]) > 0
+  assert sum(share(r) for r in kinds) <= 100.01
+  (hlo,) = tmp_path.iterdir()
+  assert "ENTRY" in hlo.read_text()
 
 
 @pytest.mark.slow

@@ -21,8 +21,8 @@ import flax.linen as nn
 from bertjax.checkpoints.integrity import CheckpointError
 
 RECORD_FILE = "model_config.json"
-# Fields that never change what a model computes.
-NEUTRAL_FIELDS = ("remat",)
+# Fields that never change what a model computes (how the layer loop is compiled).
+NEUTRAL_FIELDS = ("remat", "scan_unroll")
 
 
 class ModelChangedError(CheckpointError):

@@ -78,6 +78,11 @@ class TransformerStack(nn.Module):
 
   share_parameters: ALBERT - one layer's parameters reused at every depth.
   remat: recompute activations in the backward pass (saves memory on long sequences).
+  scan_unroll: layers per iteration of the scan's loop; `num_layers` unrolls it fully.
+    The parameters are the same either way. Unrolled compiles longer but skips the
+    loop's stacking of activations for the backward pass: ELECTRA-Small's train step
+    on a 2-core CPU ran 20% faster fully unrolled, BERT-base and BERT-mini the same
+    (benchmarks/side_by_side.py, `/unroll` cases).
   """
   num_layers: int
   num_heads: int
@@ -93,6 +98,7 @@ class TransformerStack(nn.Module):
   dtype: Dtype = jnp.float32
   share_parameters: bool = False
   remat: bool = False
+  scan_unroll: int = 1
   # Long-sequence attention spec (bertjax.layers.long_attention.sparse / lowrank); None = dense. The mask
   # is then the spec's `encoder_mask` (a TokenMask) and each layer gets its index.
   attention_spec: Optional[Any] = None
@@ -120,7 +126,7 @@ class TransformerStack(nn.Module):
         variable_broadcast="params" if self.share_parameters else False,
         split_rngs={"params": not self.share_parameters, "dropout": True},
         in_axes=(nn.broadcast, nn.broadcast) + ((0,) if self.attention_spec is not None else ()),
-        length=self.num_layers,
+        length=self.num_layers, unroll=self.scan_unroll,
         metadata_params={} if self.share_parameters else {nn.PARTITION_NAME: "layers"},
     )
     x, per_layer = stacked(

@@ -9,9 +9,10 @@ from bertjax.models import bert, distilbert
 from bertjax.models.common import distillation
 
 
-def _pair(student_dropout=0.1, teacher_layers=2, remat=False):
+def _pair(student_dropout=0.1, teacher_layers=2, remat=False, scan_unroll=1):
   student = distilbert.DistilBertForMaskedLM(distilbert.distilbert_base(
-      num_layers=1, hidden_size=16, num_heads=2, hidden_dropout=student_dropout, remat=remat))
+      num_layers=1, hidden_size=16, num_heads=2, hidden_dropout=student_dropout, remat=remat,
+      scan_unroll=scan_unroll))
   teacher = bert.BertForMaskedLM(bert.bert_tiny().replace(num_layers=teacher_layers))
   return distillation.StudentTeacher(student, teacher, ("logits",))
 
@@ -24,7 +25,9 @@ def test_describe_flattens_nested_modules_and_configs():
   assert described["student.config.num_layers"] == 1
   assert described["teacher.config.num_layers"] == 2
   assert described["teacher_outputs"] == ["logits"]
-  assert "student.config.remat" not in described  # changes nothing the model computes
+  # Neither changes what the model computes.
+  assert "student.config.remat" not in described
+  assert "student.config.scan_unroll" not in described
   assert json.loads(json.dumps(described)) == described
   assert model_record.describe(_pair()) == described  # stable: no object addresses
 
@@ -32,6 +35,7 @@ def test_describe_flattens_nested_modules_and_configs():
 def test_changes_are_refused_unless_allowed_by_name(tmp_path):
   model_record.write(str(tmp_path), _pair())
   assert model_record.changes(str(tmp_path), _pair(remat=True)) == {}
+  assert model_record.changes(str(tmp_path), _pair(scan_unroll=2)) == {}
   with pytest.raises(model_record.ModelChangedError,
                      match=r"student.config.hidden_dropout 0.1 -> 0.0, teacher.config.num_layers "
                            r"2 -> 4\. .*Trainer.allow_config_change = \('hidden_dropout', "

@@ -75,6 +75,7 @@ class BertModel(nn.Module):
         cfg.num_layers, cfg.num_heads, cfg.head_dim, cfg.intermediate_size, cfg.hidden_act,
         cfg.hidden_dropout, cfg.attention_dropout, cfg.layer_norm_eps,
         init_std=cfg.initializer_range, dtype=dtype, remat=cfg.remat,
+        scan_unroll=cfg.scan_unroll,
         attention_spec=cfg.attention, attention_implementation=cfg.attention_implementation)
     if self.add_pooling_layer:
       self.pooler = _dense(cfg.hidden_size, ("embed", "mlp"), cfg.initializer_range, dtype, "pooler")

@@ -37,6 +37,7 @@ class GPTConfig:
   pad_token_id: Optional[int] = None
   dtype: str = "float32"
   remat: bool = False
+  scan_unroll: int = 1  # layers per loop iteration of the stacked decoder (TransformerStack)
   # Fine-tuning's generic heads (bertjax.finetune.task_models) read the task's labels here,
   # as from an EncoderConfig; there is no GPT task class to export to.
   labels: tuple[str, ...] = ("LABEL_0", "LABEL_1")
@@ -117,7 +118,8 @@ class GPTModel(nn.Module):
     self.decoder = transformer.TransformerStack(
         cfg.num_layers, cfg.num_heads, cfg.head_dim, cfg.intermediate_size, cfg.activation,
         cfg.hidden_dropout, cfg.attention_dropout, cfg.layer_norm_eps, pre_norm=cfg.pre_norm,
-        init_std=cfg.init_std, dtype=dtype, remat=cfg.remat)
+        init_std=cfg.init_std, dtype=dtype, remat=cfg.remat,
+        scan_unroll=cfg.scan_unroll)
     if cfg.pre_norm:
       self.final_norm = norms.LayerNorm(cfg.layer_norm_eps, dtype)
 
