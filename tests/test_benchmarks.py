@@ -18,8 +18,9 @@ README = "README.md"  # the commands below are read from it
 TINY = {"python benchmarks/side_by_side.py": [
             "--tiny", "--cases=bert-mini/mp20,electra-small/mp20/unroll,t5-small", "--rounds=1",
             "--batch_size=8", "--sequence_length=16", "--matmul_size=64"],
-        "python benchmarks/profile_step.py": ["--tiny", "--steps=1", "--top=5",
-                                              "--batch_size=8", "--sequence_length=16"],
+        "python benchmarks/profile_step.py": [
+            "--case=bert-mini", "--tiny", "--steps=1", "--top=5", "--batch_size=8",
+            "--sequence_length=16"],
         "python benchmarks/gpu_step.py": [
             "--tiny", "--rounds=1", "--steps=1", "--batch_size=8", "--sequence_length=16"]}
 
