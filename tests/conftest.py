@@ -5,8 +5,11 @@ import os
 import shutil
 import tempfile
 
-# Must happen before jax is imported anywhere in the test session.
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+from tests import helpers
+
+# Must happen before jax is imported anywhere in the test session (compile fast: see
+# tests/helpers/__init__.py).
+os.environ.setdefault("XLA_FLAGS", helpers.xla_flags(8))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

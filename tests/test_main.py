@@ -8,6 +8,7 @@ import gin
 import pytest
 
 from bertjax import main
+from tests import helpers
 from tests.helpers import trainer as tl
 
 
@@ -30,7 +31,7 @@ def test_unknown_name_in_gin_file_fails_from_the_command_line(tmp_path):
   proc = subprocess.run(
       [sys.executable, "-m", "bertjax.main", f"--gin_file={bad}", f"--model_dir={tmp_path / 'run'}"],
       cwd=tl.REPO, capture_output=True, text=True, timeout=300,
-      env=dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1"))
+      env=dict(os.environ, XLA_FLAGS=helpers.xla_flags(1)))
   assert proc.returncode != 0
   assert "Bad gin config" in proc.stderr and "num_train_stepz" in proc.stderr
   assert _nothing_computed(str(tmp_path / "run"))

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 
+from tests import helpers
 from tests.helpers import trainer as tl
 
 KILL_ENV = "BERTJAX_KILL_AT"
@@ -57,7 +58,7 @@ def install_kill(spec: str) -> None:
 def popen_main(gin_file, model_dir, *flags, kill_at: str | None = None, compile_cache=None):
   """`python -m bertjax.main --mode=train` (+ flags) in a subprocess, killed as `kill_at`
   says; `compile_cache`: a folder for XLA's persistent cache, shared by runs of one test."""
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1",
+  env = dict(os.environ, XLA_FLAGS=helpers.xla_flags(1),
              JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join([tl.REPO, os.path.join(tl.REPO, "tests")]))
   env.pop(KILL_ENV, None)
   if kill_at:

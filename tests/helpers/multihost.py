@@ -15,6 +15,7 @@ import time
 import gin
 import numpy as np
 
+from tests import helpers
 from tests.helpers import trainer as tl
 
 REPO = tl.REPO
@@ -59,7 +60,7 @@ def free_port() -> int:
 def env(devices: int) -> dict:
   # One intra-op thread per process: the processes share very few cores.
   return dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1",
-              XLA_FLAGS=f"--xla_force_host_platform_device_count={devices} "
+              XLA_FLAGS=helpers.xla_flags(devices) + " "
                         "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
               PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]))
 

@@ -7,6 +7,7 @@ import gin
 import numpy as np
 
 from bertjax.models import bert
+from tests import helpers
 
 VOCAB = 64
 
@@ -109,7 +110,7 @@ def write_gin(path, extra=()):
 
 def popen_main(gin_file, model_dir, devices=1, **kwargs):
   """`python -m bertjax.main` with the synthetic data registered, as a subprocess."""
-  env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+  env = dict(os.environ, XLA_FLAGS=helpers.xla_flags(devices),
              JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]))
   cmd = [sys.executable, os.path.abspath(__file__), f"--gin_file={gin_file}",
          f"--model_dir={model_dir}", "--mode=train"]
