@@ -56,10 +56,7 @@ def main(argv=None):
   parser.add_argument("--tiny", action="store_true", help="shrink the model (smoke test)")
   parser.add_argument("--hlo_dir", default=None, help="also write the optimized HLO here")
   args = parser.parse_args(argv)
-  overrides = (dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-                    vocab_size=512) if args.tiny else {})
-  if args.tiny and args.case.startswith("t5"):
-    overrides.update(num_decoder_layers=2, head_dim=16)
+  overrides = side_by_side.tiny_overrides(args.case) if args.tiny else {}
   case = side_by_side.make_case(args.case, args.batch_size, args.sequence_length, overrides)
   mesh = partitioning.make_mesh((-1, 1))
   tx, schedule = optimizers.make_optimizer(total_steps=side_by_side.TOTAL)
@@ -81,15 +78,16 @@ def main(argv=None):
   print(f"{args.case}, batch {args.batch_size} x {args.sequence_length}: "
         f"{wall * 1e3:.1f} ms/step wall (under the profiler), "
         f"{busy * 1e3:.1f} ms/step in thunks summed over threads")
-  print(f"| thunk | ms/step | share |\n|---|---|---|")
+  print("| thunk | ms/step | share |\n|---|---|---|")
   for name, ns in totals.most_common(args.top):
     ms = ns / args.steps / 1e6
     print(f"| {name} | {ms:.1f} | {ms / 1e3 / busy:.1%} |")
-  kinds = collections.Counter()
+  kinds, counts = collections.Counter(), collections.Counter()
   for name, ns in totals.items():
-    kinds[re.sub(r"\.\d+$", "", name)] += ns
-  print(f"\n| kind of thunk | count | ms/step | share |\n|---|---|---|---|")
-  counts = collections.Counter(re.sub(r"\.\d+$", "", name) for name in totals)
+    kind = re.sub(r"\.\d+$", "", name)  # fusion.12 -> fusion
+    kinds[kind] += ns
+    counts[kind] += 1
+  print("\n| kind of thunk | count | ms/step | share |\n|---|---|---|---|")
   for kind, ns in kinds.most_common(args.top):
     ms = ns / args.steps / 1e6
     print(f"| {kind} | {counts[kind]} | {ms:.1f} | {ms / 1e3 / busy:.1%} |")

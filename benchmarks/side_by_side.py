@@ -190,29 +190,32 @@ def make_case(name: str, batch_size: int, length: int, overrides: dict) -> Case:
   if unknown or (max_predictions and not kind.startswith(("bert-", "electra-"))):
     raise ValueError(f"Unknown variant in {name!r}: bert-<size> and electra-small may add "
                      "/mp<N>; any encoder may add /unroll.")
-  if "unroll" in variants:
-    overrides = dict(overrides, scan_unroll=overrides.get("num_layers") or _layers(kind))
+
+  def sized(config):  # the case's default config with the overrides and variants applied
+    config = config.replace(**overrides)
+    return config.replace(scan_unroll=config.num_layers) if "unroll" in variants else config
+
   if kind.startswith("bert-"):
-    config = bert.SIZES[kind[5:]]().replace(**overrides)
+    config = sized(bert.SIZES[kind[5:]]())
     objective = nsp.PretrainingObjective((mlm.MaskedLM(max_predictions=max_predictions),
                                           nsp.SentencePair()))
     return Case(bert.BertForPreTraining(config), objective,
                 mlm_batch(batch_size, length, config.vocab_size), batch_size * length,
                 torch_bert(config, max_predictions))
   if kind == "roberta-base":
-    config = roberta.roberta_base().replace(**overrides)
+    config = sized(roberta.roberta_base())
     return Case(roberta.RobertaForMaskedLM(config), mlm.MaskedLM(logits_key="logits"),
                 mlm_batch(batch_size, length, config.vocab_size), batch_size * length,
                 torch_labelled("roberta", config, "RobertaForMaskedLM",
                                ("input_ids", "attention_mask"), mlm_labels))
   if kind == "electra-small":
-    config = electra.electra_small().replace(**overrides)
+    config = sized(electra.electra_small())
     return Case(electra.ElectraGeneratorDiscriminator(config),
                 rtd.ReplacedTokenDetection(max_predictions=max_predictions),
                 mlm_batch(batch_size, length, config.vocab_size), batch_size * length,
                 torch_electra(config, max_predictions))
   if kind == "t5-small":
-    config = t5.t5_small().replace(**overrides)
+    config = sized(t5.t5_small())
     targets = max(2, length // 4)
     return Case(t5.T5ForConditionalGeneration(config), seq2seq.Seq2SeqLM(),
                 t5_batch(batch_size, length, targets, config.vocab_size),
@@ -223,9 +226,11 @@ def make_case(name: str, batch_size: int, length: int, overrides: dict) -> Case:
   raise ValueError(f"Unknown case {name!r}; use one of {CASES} or their variants.")
 
 
-def _layers(kind: str) -> int:
-  configs = {"roberta-base": roberta.roberta_base, "electra-small": electra.electra_small}
-  return (bert.SIZES[kind[5:]] if kind.startswith("bert-") else configs[kind])().num_layers
+def tiny_overrides(name: str) -> dict:
+  """Config changes that shrink case `name`'s model to a smoke-test size."""
+  overrides = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                   vocab_size=512)
+  return dict(overrides, num_decoder_layers=2, head_dim=16) if name.startswith("t5") else overrides
 
 
 CASES = ("bert-mini", "bert-base", "bert-base/mp20", "roberta-base", "electra-small",
@@ -291,9 +296,6 @@ def main(argv=None):
   args = parser.parse_args(argv)
   torch.manual_seed(0)
   prng.set_prng_impl(args.prng_impl)
-  overrides = (dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-                    vocab_size=512) if args.tiny else {})
-  t5_overrides = dict(overrides, num_decoder_layers=2, head_dim=16) if args.tiny else {}
   matmul = matmul_seconds(args.matmul_size)
   lines = [f"{jax.devices()[0].device_kind}, jax {jax.__version__}, torch {torch.__version__} "
            f"({torch.get_num_threads()} threads), transformers {transformers.__version__}; "
@@ -307,7 +309,7 @@ def main(argv=None):
   rates = []
   for name in args.cases.split(","):
     case = make_case(name.strip(), args.batch_size, args.sequence_length,
-                     t5_overrides if name.startswith("t5") else overrides)
+                     tiny_overrides(name) if args.tiny else {})
     r = measure(case, args.rounds, matmul)
     rate = 2 * args.matmul_size ** 3 / r["matmul"]
     rates.append(rate)

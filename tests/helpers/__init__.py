@@ -1,3 +1,4 @@
+"""Helpers shared by the tests, and the XLA flags every test process compiles with."""
 
 # Tests compile far more than they run: LLVM's optimization level 0 halves XLA's CPU compile
 # time (a tiny ELECTRA train step: 42 -> 20 s under load) for steps about 4x slower (17 ->
