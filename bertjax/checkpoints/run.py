@@ -20,6 +20,8 @@ from typing import Any, Callable, Mapping
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+# (Orbax's own default handler keeps per-host array metadata in this store; so does ours.)
+from orbax.checkpoint._src.metadata import array_metadata_store
 
 from bertjax.checkpoints import integrity
 from bertjax.checkpoints.params import RUN_SUBDIR, STATE_ITEM
@@ -28,6 +30,23 @@ EXTRA_ITEM = "extra"
 CARRY_ITEM = "carry"
 DAMAGED_SUBDIR = "damaged_checkpoints"
 _barriers = itertools.count()
+
+
+def _write_each_array_whole() -> None:
+  """In a single process, Orbax writes every array whole (`use_replica_parallel=False`).
+
+  Its default slices each replicated array across the replicas so that several hosts share
+  the writing. In one process that only adds an XLA slice program per array and replica to
+  dispatch, and to compile at the first save: 2.4 s for the first save of a ~100-array state
+  replicated over 8 CPU devices, against 0.06 s whole, and 0.5 s against 0.2 s after that.
+  Across processes the default stays. The handler is process-wide (Orbax's registry), set
+  alike by every RunCheckpoints, so it is chosen here from the process count.
+  """
+  ocp.type_handlers.register_type_handler(
+      jax.Array, ocp.type_handlers.ArrayHandler(
+          use_replica_parallel=jax.process_count() > 1,
+          array_metadata_store=array_metadata_store.Store()),
+      override=True)
 
 
 class RunCheckpoints:
@@ -48,6 +67,7 @@ class RunCheckpoints:
           get_metric_fn=lambda m: m[best_metric], reverse=best_mode == "min", n=keep_best,
           keep_checkpoints_without_metrics=False))
     self.best_metric = best_metric
+    _write_each_array_whole()
     options = ocp.CheckpointManagerOptions(
         preservation_policy=ocp.checkpoint_managers.AnyPreservationPolicy(policies),
         enable_async_checkpointing=async_save, cleanup_tmp_directories=True, create=False)

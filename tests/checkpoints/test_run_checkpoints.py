@@ -63,6 +63,35 @@ def test_keeps_last_n_plus_best_and_ignores_half_written_steps(tmp_path):
   run.close()
 
 
+def test_one_process_saves_replicated_arrays_whole_without_compiling(tmp_path):
+  # Orbax's replica-parallel default would slice each array replicated over the 8 test
+  # devices into 8 parts, compiling a slice program for each.
+  from jax.sharding import NamedSharding, PartitionSpec
+  replicated = NamedSharding(jax.make_mesh((jax.device_count(),), ("data",)), PartitionSpec())
+  rng = np.random.default_rng(0)
+  shapes = [(16, 24), (24,), (40, 16), (8, 8, 8)]
+  state = {f"w{i}": jax.device_put(rng.normal(size=s).astype(np.float32), replicated)
+           for i, s in enumerate(shapes)}
+  compiles = []
+
+  def count(event, secs, **kwargs):
+    if event == "/jax/core/compile/backend_compile_duration":
+      compiles.append(secs)
+  jax.monitoring.register_event_duration_secs_listener(count)
+  try:
+    run = checkpoints.RunCheckpoints(str(tmp_path), async_save=False)
+    run.save(1, state, {"batches_consumed": 1})
+    run.close()
+  finally:
+    jax.monitoring.unregister_event_duration_listener(count)
+  assert jax.device_count() == 8 and compiles == []
+  target = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=v.sharding)
+            for k, v in state.items()}
+  restored, _ = run.restore(1, target)
+  for name, value in state.items():
+    np.testing.assert_array_equal(restored[name], np.asarray(value))
+
+
 def _wait_for_step(model_dir, step, proc, timeout=300):
   path = os.path.join(model_dir, "metrics.jsonl")
   deadline = time.time() + timeout
