@@ -39,6 +39,10 @@ def weighted_cross_entropy(logits: Array, targets: Array,
   # vocabulary at every position that array is a step's largest, and writing it out and
   # reading it back cost ~20% of the MLM head's time. (The argmax stays: with tied top scores
   # only the first counts, so a head whose scores are all equal is not "always right".)
+  if logits.shape[:-1] != targets.shape:
+    raise ValueError(f"Logits {logits.shape} do not match targets {targets.shape}. A head run "
+                     "only at `masked_positions` needs the max_predictions of every objective "
+                     "reading it set alike (MaskedLM, SpanBoundary, ReplacedTokenDetection).")
   logits = logits.astype(jnp.float32)
   target_logit = jnp.take_along_axis(logits, targets[..., None].astype(jnp.int32), -1)[..., 0]
   nll = jax.nn.logsumexp(logits, axis=-1) - target_logit

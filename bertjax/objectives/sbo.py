@@ -6,11 +6,13 @@ tokens and the relative position (bertjax.models.spanbert.SpanBoundaryHead), so
 the model also reads the boundary features `sbo_left`, `sbo_right`, `sbo_pos`.
 """
 import dataclasses
+from typing import Optional
 
 import gin
 
 from bertjax import batch as contract
 from bertjax.objectives import base
+from bertjax.objectives import mlm as mlm_lib
 from bertjax.objectives.mlm import MaskedLM
 from bertjax.objectives.nsp import PretrainingObjective
 
@@ -18,14 +20,25 @@ from bertjax.objectives.nsp import PretrainingObjective
 @gin.configurable
 @dataclasses.dataclass(frozen=True)
 class SpanBoundary:
+  """Cross-entropy of the SBO head at the masked positions.
+
+  max_predictions: as MaskedLM's: the model gets `masked_positions` [B, max_predictions]
+    and runs its SBO head only there; masked tokens beyond it are left out of the loss and
+    counted in `<name>_dropped`. Set it to MaskedLM's, so both heads see the same positions.
+  """
   logits_key: str = "sbo_logits"
   name: str = "sbo"
+  max_predictions: Optional[int] = None
   rng_names: tuple[str, ...] = ()
 
   def model_inputs(self, batch):
-    return {**contract.select(batch, contract.ENCODER_INPUTS),
-            **contract.require(batch, contract.SPAN_BOUNDARY, "SpanBoundary",
-                               writer="the 'spanbert' task")}
+    inputs = {**contract.select(batch, contract.ENCODER_INPUTS),
+              **contract.require(batch, contract.SPAN_BOUNDARY, "SpanBoundary",
+                                 writer="the 'spanbert' task")}
+    if self.max_predictions is not None:
+      inputs["masked_positions"] = mlm_lib.masked_positions(batch["mlm_weights"],
+                                                            self.max_predictions)
+    return inputs
 
   def __call__(self, outputs, batch):
     if self.logits_key not in outputs:
@@ -33,13 +46,22 @@ class SpanBoundary:
                        "SpanBertForPreTraining called with the SBO features); got "
                        f"{sorted(k for k, v in outputs.items() if v is not None)}.")
     mlm = contract.require(batch, contract.MLM, "SpanBoundary")
-    loss_sum, correct, count = base.weighted_cross_entropy(
-        outputs[self.logits_key], mlm["mlm_targets"], mlm["mlm_weights"])
-    metrics = {f"{self.name}_loss": (loss_sum, count), f"{self.name}_accuracy": (correct, count)}
+    targets, weights = mlm["mlm_targets"], mlm["mlm_weights"]
+    metrics = {}
+    if self.max_predictions is not None:
+      targets, weights, metrics[f"{self.name}_dropped"] = mlm_lib.gather_targets(
+          targets, weights, mlm_lib.masked_positions(weights, self.max_predictions))
+    loss_sum, correct, count = base.weighted_cross_entropy(outputs[self.logits_key], targets,
+                                                           weights)
+    metrics.update({f"{self.name}_loss": (loss_sum, count),
+                    f"{self.name}_accuracy": (correct, count)})
     return base.safe_mean(loss_sum, count), metrics
 
 
 @gin.configurable
 def spanbert_pretraining(sbo_weight: float = 1.0) -> PretrainingObjective:
-  """SpanBERT: MLM + SBO, summed (the paper weighs them equally)."""
-  return PretrainingObjective((MaskedLM(), SpanBoundary()), weights=(1.0, sbo_weight))
+  """SpanBERT: MLM + SBO, summed (the paper weighs them equally). The SBO head runs at the
+  MLM head's positions: SpanBoundary takes MaskedLM.max_predictions."""
+  masked_lm = MaskedLM()
+  return PretrainingObjective((masked_lm, SpanBoundary(max_predictions=masked_lm.max_predictions)),
+                              weights=(1.0, sbo_weight))

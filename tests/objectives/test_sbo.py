@@ -111,3 +111,60 @@ def test_model_inputs_carry_the_sbo_features_and_fail_clearly_without_them():
   del batch["sbo_pos"]
   with pytest.raises(ValueError, match=r"\['sbo_pos'\]"):
     sbo.SpanBoundary().model_inputs(batch)
+
+
+def span_batch(seed: int = 0):
+  """Two rows of real span-masking features (the 'spanbert' recipe's preprocessor)."""
+  rows = []
+  for row in range(2):
+    ids = tf.constant([2] + list(range(10 + row, 36 + row)) + [3], tf.int32)
+    rows.append(span_masking.span_mask_tokens(ids, tf.constant([seed, row]), mask_id=1,
+                                              vocab_size=40, special_ids=[0, 1, 2, 3],
+                                              rate=0.3))
+  batch = {k: jnp.stack([jnp.asarray(r[k].numpy()) for r in rows])
+           for k in ("input_ids", "mlm_targets", "mlm_weights", "sbo_left", "sbo_right",
+                     "sbo_pos")}
+  batch["attention_mask"] = jnp.ones_like(batch["input_ids"])
+  return batch
+
+
+def test_both_heads_at_masked_positions_give_the_full_losses():
+  import gin
+  model = spanbert.SpanBertForPreTraining(TINY)
+  batch = span_batch()
+  selected = int(np.asarray(batch["mlm_weights"]).sum(1).max())
+  params = spanbert.SpanBertForPreTraining(TINY).init(
+      jax.random.PRNGKey(0), **sbo.spanbert_pretraining().model_inputs(batch))["params"]
+
+  def run(max_predictions):
+    with gin.unlock_config():
+      gin.bind_parameter("MaskedLM.max_predictions", max_predictions)
+    objective = sbo.spanbert_pretraining()
+    outputs = model.apply({"params": params}, **objective.model_inputs(batch))
+    return objective(outputs, batch), outputs
+
+  try:
+    (full, full_metrics), full_out = run(None)
+    (gathered, metrics), out = run(selected)  # room for every masked token
+    (_, short), short_out = run(selected - 2)
+  finally:
+    gin.clear_config()
+  assert selected >= 6 and full_out["sbo_logits"].shape == (2, 28, 40)
+  assert out["sbo_logits"].shape == out["prediction_logits"].shape == (2, selected, 40)
+  np.testing.assert_allclose(gathered, full, rtol=1e-5)
+  for name in ("mlm_loss", "sbo_loss", "sbo_accuracy"):
+    np.testing.assert_allclose(metrics[name][0], full_metrics[name][0], rtol=1e-5)
+  assert float(metrics["sbo_dropped"][0]) == float(metrics["mlm_dropped"][0]) == 0.0
+  # Two positions fewer than the fullest row holds: its last two masked tokens are dropped
+  # by both heads alike.
+  assert short_out["sbo_logits"].shape == (2, selected - 2, 40)
+  assert float(short["sbo_dropped"][0]) == float(short["mlm_dropped"][0]) >= 2.0
+  assert float(short["sbo_loss"][1]) == float(short["mlm_loss"][1]) == float(
+      np.asarray(batch["mlm_weights"]).sum() - short["mlm_dropped"][0])
+
+
+def test_a_head_run_at_other_positions_than_its_loss_expects_fails_clearly():
+  logits = jnp.zeros((2, 4, 11))  # a head run at 4 positions ...
+  batch = {"mlm_targets": jnp.zeros((2, 9), jnp.int32), "mlm_weights": jnp.ones((2, 9))}
+  with pytest.raises(ValueError, match=r"max_predictions of every objective"):
+    sbo.SpanBoundary()({"sbo_logits": logits}, batch)  # ... scored at all 9

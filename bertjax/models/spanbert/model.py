@@ -93,17 +93,21 @@ class SpanBertForPreTraining(nn.Module):
     self.sbo_head = SpanBoundaryHead(self.config)
 
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
-               segment_ids=None, sbo_left=None, sbo_right=None, sbo_pos=None, *,
-               deterministic: bool = True, output_hidden_states: bool = False) -> dict:
+               segment_ids=None, sbo_left=None, sbo_right=None, sbo_pos=None,
+               masked_positions=None, *, deterministic: bool = True,
+               output_hidden_states: bool = False) -> dict:
     out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, segment_ids,
                     deterministic=deterministic, output_hidden_states=output_hidden_states)
     word_embeddings = self.bert.embeddings.word_embeddings
     hidden = out["last_hidden_state"]
-    out["prediction_logits"] = self.mlm_head(hidden, word_embeddings)
+    out["prediction_logits"] = self.mlm_head(hidden, word_embeddings, masked_positions)
     if sbo_left is not None:
       if sbo_right is None or sbo_pos is None:
         raise ValueError("SBO needs sbo_left, sbo_right and sbo_pos together (features of "
                          "bertjax.data.preprocessors.span_masking).")
+      if masked_positions is not None:
+        at = lambda feature: jnp.take_along_axis(feature, masked_positions, axis=1)
+        sbo_left, sbo_right, sbo_pos = at(sbo_left), at(sbo_right), at(sbo_pos)
       out["sbo_logits"] = self.sbo_head(hidden, sbo_left, sbo_right, sbo_pos, word_embeddings)
     return out
 
