@@ -28,7 +28,9 @@ def test_spanbert_arms_differ_only_in_masking_and_sbo(tmp_path):
   assert "--gin_bindings=Trainer.train_task = 'spanbert'" in command("span")
   assert "--gin_file=gin/objectives/spanbert_mlm_sbo.gin" in command("span_sbo")
   # Every arm the same size and run.
-  same = [b for b in command("span_sbo") if "config_overrides" in b or "Trainer." in b]
+  same = [b for b in command("span_sbo") if "config_overrides" in b or "Trainer." in b
+          or "max_predictions" in b]
+  assert "--gin_bindings=MaskedLM.max_predictions = 20" in same  # the MLM recipe, both heads
   assert all(b in command(a) for a in ("random_tokens", "span") for b in same)
   squad = cells["finetune/span_sbo/squad11/seed1"].command
   assert "--squad_train_articles=38" in squad and f"--checkpoint={tmp_path}/span_sbo/pretrain" in squad
