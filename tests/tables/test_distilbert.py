@@ -62,7 +62,8 @@ def _parsed(cell: grid.Cell) -> dict:
     main.parse_gin(files, bindings)
     return {name: gin.query_parameter(name) for name in (
         "DistilBertLoss.alpha_ce", "DistilBertLoss.alpha_mlm", "DistilBertLoss.alpha_cos",
-        "DistilBertLoss.temperature", "%DISTILLATION_INIT", "Trainer.num_train_steps")} | {
+        "DistilBertLoss.temperature", "%DISTILLATION_INIT", "Trainer.num_train_steps",
+        "warmup_linear_decay.peak_value")} | {
         # The teacher's scope has no overrides of its own: it takes the unscoped ones.
         model: gin.query_parameter(f"{scope}build_model.config_overrides")["num_layers"]
         for model, scope in (("student", "student/"), ("teacher", ""))}
@@ -72,7 +73,9 @@ def _parsed(cell: grid.Cell) -> dict:
 
 def test_each_ablation_binds_zero_for_its_loss_term_and_the_student_is_half_deep(tmp_path):
   cells = {c.key: c for c in grid.cells(distilbert.TABLE, "cpu", str(tmp_path))}
-  assert "--gin_bindings=Trainer.num_train_steps = 600" in cells["pretrain/teacher"].command
+  teacher = cells["pretrain/teacher"].command
+  assert "--gin_bindings=Trainer.num_train_steps = 3000" in teacher  # the MLM recipe
+  assert "--gin_bindings=MaskedLM.max_predictions = 20" in teacher
   zeroed = {"distilbert": None, "no_ce": "alpha_ce", "no_mlm": "alpha_mlm",
             "no_cos": "alpha_cos", "random_init": None}
   for name, term in zeroed.items():
@@ -84,6 +87,7 @@ def test_each_ablation_binds_zero_for_its_loss_term_and_the_student_is_half_deep
     assert got["DistilBertLoss.temperature"] == 2.0
     assert got["student"] == 2 and got["teacher"] == 4, name
     assert got["Trainer.num_train_steps"] == distilbert.STUDENT_STEPS["cpu"]
+    assert got["warmup_linear_decay.peak_value"] == distilbert.STUDENT_PEAK_RATE == 5e-4
     init = "random" if name == "random_init" else "every_other_layer"
     assert got["%DISTILLATION_INIT"] == f"{tmp_path}/init/{init}"
 
