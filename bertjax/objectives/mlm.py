@@ -33,27 +33,16 @@ class MaskedLM:
   rng_names: tuple[str, ...] = ()
 
   def model_inputs(self, batch):
-    inputs = contract.select(batch, contract.ENCODER_INPUTS)
-    if self.max_predictions is not None:
-      inputs["masked_positions"] = masked_positions(batch["mlm_weights"], self.max_predictions)
-    return inputs
+    return with_masked_positions(contract.select(batch, contract.ENCODER_INPUTS), batch,
+                                 self.max_predictions)
 
   def __call__(self, outputs, batch):
     if self.logits_key not in outputs:
       raise ValueError(f"MaskedLM expects the model output {self.logits_key!r}; the model "
                        f"returned {sorted(k for k, v in outputs.items() if v is not None)}. "
                        f"Set MaskedLM.logits_key in gin.")
-    mlm = contract.require(batch, contract.MLM, "MaskedLM")
-    targets, weights = mlm["mlm_targets"], mlm["mlm_weights"]
-    metrics = {}
-    if self.max_predictions is not None:
-      targets, weights, metrics[f"{self.name}_dropped"] = gather_targets(
-          targets, weights, masked_positions(weights, self.max_predictions))
-    loss_sum, correct, count = base.weighted_cross_entropy(outputs[self.logits_key], targets,
-                                                           weights)
-    metrics.update({f"{self.name}_loss": (loss_sum, count),
-                    f"{self.name}_accuracy": (correct, count)})
-    return base.safe_mean(loss_sum, count), metrics
+    scored = scored_targets(batch, self.max_predictions, self.name, "MaskedLM")
+    return token_cross_entropy(outputs[self.logits_key], scored, self.name)
 
 
 def masked_positions(mlm_weights: jax.Array, max_predictions: int) -> jax.Array:
@@ -71,3 +60,46 @@ def gather_targets(targets: jax.Array, weights: jax.Array, positions: jax.Array)
   gathered = jnp.take_along_axis(weights, positions, axis=1)
   dropped = (weights.sum() - gathered.sum(), jnp.asarray(1.0))
   return jnp.take_along_axis(targets, positions, axis=1), gathered, dropped
+
+
+# ------------------------------------------------ shared by every head scored at the masks
+@dataclasses.dataclass(frozen=True)
+class ScoredTargets:
+  """What a head at the masked positions is scored against.
+
+  targets, weights: [B, L], or [B, P] at `positions` [B, P] when gathered
+    (max_predictions); positions is None otherwise.
+  metrics: `<name>_dropped` (selected tokens beyond the P gathered) when gathered.
+  """
+  targets: jax.Array
+  weights: jax.Array
+  positions: Optional[jax.Array]
+  metrics: dict
+
+
+def with_masked_positions(inputs: dict, batch, max_predictions: Optional[int]) -> dict:
+  """`inputs` plus `masked_positions` for a model whose head runs there only."""
+  if max_predictions is not None:
+    inputs["masked_positions"] = masked_positions(batch["mlm_weights"], max_predictions)
+  return inputs
+
+
+def scored_targets(batch, max_predictions: Optional[int], name: str,
+                   reader: str) -> ScoredTargets:
+  """The batch's `mlm_targets` / `mlm_weights`, gathered at the positions
+  `with_masked_positions` gave the model when `max_predictions` is set."""
+  mlm = contract.require(batch, contract.MLM, reader)
+  targets, weights = mlm["mlm_targets"], mlm["mlm_weights"]
+  if max_predictions is None:
+    return ScoredTargets(targets, weights, None, {})
+  positions = masked_positions(weights, max_predictions)
+  targets, gathered, dropped = gather_targets(targets, weights, positions)
+  return ScoredTargets(targets, gathered, positions, {f"{name}_dropped": dropped})
+
+
+def token_cross_entropy(logits: jax.Array, scored: ScoredTargets, name: str):
+  """(mean cross-entropy, metrics): `<name>_loss`, `<name>_accuracy` and the drop count."""
+  loss_sum, correct, count = base.weighted_cross_entropy(logits, scored.targets, scored.weights)
+  metrics = {**scored.metrics, f"{name}_loss": (loss_sum, count),
+             f"{name}_accuracy": (correct, count)}
+  return base.safe_mean(loss_sum, count), metrics

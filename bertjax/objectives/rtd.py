@@ -81,38 +81,33 @@ class ReplacedTokenDetection:
   def model_inputs(self, batch):
     inputs = {**contract.select(batch, contract.ENCODER_INPUTS),
               **contract.require(batch, contract.MLM, "ReplacedTokenDetection")}
-    if self.max_predictions is not None:
-      inputs["masked_positions"] = mlm_objective.masked_positions(inputs["mlm_weights"],
-                                                                  self.max_predictions)
-    return inputs
+    return mlm_objective.with_masked_positions(inputs, batch, self.max_predictions)
 
   def __call__(self, outputs, batch):
     for key in ("generator_logits", "discriminator_logits", "replaced"):
       if key not in outputs:
         raise ValueError(f"ReplacedTokenDetection needs the model output {key!r}; use "
                          "bertjax.models.electra.ElectraGeneratorDiscriminator.")
-    mlm = contract.require(batch, contract.MLM, "ReplacedTokenDetection")
-    targets, mlm_weights = mlm["mlm_targets"], mlm["mlm_weights"]
-    metrics = {}
-    if self.max_predictions is not None:
-      positions = mlm_objective.masked_positions(mlm_weights, self.max_predictions)
-      targets, gathered, metrics["mlm_dropped"] = mlm_objective.gather_targets(
-          targets, mlm_weights, positions)
-      # The positions sampled from, as [B, L] weights (detect_on='masked' scores these).
-      rows = jnp.arange(positions.shape[0])[:, None]
-      mlm_weights = jnp.zeros_like(mlm_weights).at[rows, positions].set(gathered)
-    else:
-      gathered = mlm_weights
-    mlm_sum, mlm_correct, mlm_count = base.weighted_cross_entropy(
-        outputs["generator_logits"], targets, gathered)
+    scored = mlm_objective.scored_targets(batch, self.max_predictions, "mlm",
+                                          "ReplacedTokenDetection")
+    mlm_loss, metrics = mlm_objective.token_cross_entropy(outputs["generator_logits"], scored,
+                                                          "mlm")
     weights = token_weights(batch)
     if self.detect_on == "masked":
-      weights = weights * (mlm_weights > 0)
+      weights = weights * sampled_from(scored, weights.shape)
     rtd_sum, rtd_correct, count, caught, replaced = detection_loss(
         outputs["discriminator_logits"], outputs["replaced"], weights)
-    loss = (self.generator_weight * base.safe_mean(mlm_sum, mlm_count)
+    loss = (self.generator_weight * mlm_loss
             + self.discriminator_weight * base.safe_mean(rtd_sum, count))
-    metrics.update({"mlm_loss": (mlm_sum, mlm_count), "mlm_accuracy": (mlm_correct, mlm_count),
-                    "rtd_loss": (rtd_sum, count), "rtd_accuracy": (rtd_correct, count),
+    metrics.update({"rtd_loss": (rtd_sum, count), "rtd_accuracy": (rtd_correct, count),
                     "rtd_recall": (caught, replaced), "rtd_replaced": (replaced, count)})
     return loss, metrics
+
+
+def sampled_from(scored: mlm_objective.ScoredTargets, shape) -> jnp.ndarray:
+  """[B, L] 1.0 where the generator sampled a replacement: the masked positions, or,
+  when gathered, those among the gathered ones."""
+  if scored.positions is None:
+    return (scored.weights > 0).astype(jnp.float32)
+  rows = jnp.arange(shape[0])[:, None]
+  return jnp.zeros(shape, jnp.float32).at[rows, scored.positions].set(scored.weights > 0)

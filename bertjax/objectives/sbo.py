@@ -11,7 +11,6 @@ from typing import Optional
 import gin
 
 from bertjax import batch as contract
-from bertjax.objectives import base
 from bertjax.objectives import mlm as mlm_lib
 from bertjax.objectives.mlm import MaskedLM
 from bertjax.objectives.nsp import PretrainingObjective
@@ -35,27 +34,15 @@ class SpanBoundary:
     inputs = {**contract.select(batch, contract.ENCODER_INPUTS),
               **contract.require(batch, contract.SPAN_BOUNDARY, "SpanBoundary",
                                  writer="the 'spanbert' task")}
-    if self.max_predictions is not None:
-      inputs["masked_positions"] = mlm_lib.masked_positions(batch["mlm_weights"],
-                                                            self.max_predictions)
-    return inputs
+    return mlm_lib.with_masked_positions(inputs, batch, self.max_predictions)
 
   def __call__(self, outputs, batch):
     if self.logits_key not in outputs:
       raise ValueError(f"SpanBoundary expects the model output {self.logits_key!r} (e.g. "
                        "SpanBertForPreTraining called with the SBO features); got "
                        f"{sorted(k for k, v in outputs.items() if v is not None)}.")
-    mlm = contract.require(batch, contract.MLM, "SpanBoundary")
-    targets, weights = mlm["mlm_targets"], mlm["mlm_weights"]
-    metrics = {}
-    if self.max_predictions is not None:
-      targets, weights, metrics[f"{self.name}_dropped"] = mlm_lib.gather_targets(
-          targets, weights, mlm_lib.masked_positions(weights, self.max_predictions))
-    loss_sum, correct, count = base.weighted_cross_entropy(outputs[self.logits_key], targets,
-                                                           weights)
-    metrics.update({f"{self.name}_loss": (loss_sum, count),
-                    f"{self.name}_accuracy": (correct, count)})
-    return base.safe_mean(loss_sum, count), metrics
+    scored = mlm_lib.scored_targets(batch, self.max_predictions, self.name, "SpanBoundary")
+    return mlm_lib.token_cross_entropy(outputs[self.logits_key], scored, self.name)
 
 
 @gin.configurable
