@@ -2,8 +2,9 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
-from bertjax.models import bert
+from bertjax.models import bert, electra
 from bertjax.objectives.mlm import MaskedLM
 
 CONFIG = bert.BertConfig(vocab_size=50, hidden_size=32, num_layers=2, num_heads=2,
@@ -27,8 +28,15 @@ def loss_and_metrics(objective, params, module, features):
   return objective(outputs, features), outputs
 
 
-def test_gathered_loss_equals_full_loss():
-  module = bert.BertForMaskedLM(CONFIG)
+MASKED_LMS = {"bert": lambda: bert.BertForMaskedLM(CONFIG),
+              "electra": lambda: electra.ElectraForMaskedLM(electra.ElectraConfig(
+                  vocab_size=50, embedding_size=16, hidden_size=32, num_layers=2, num_heads=2,
+                  intermediate_size=40, max_position_embeddings=16))}
+
+
+@pytest.mark.parametrize("name", sorted(MASKED_LMS))
+def test_gathered_loss_equals_full_loss(name):
+  module = MASKED_LMS[name]()
   params = bert.init_params(module, jax.random.PRNGKey(0))
   features = batch([3, 1, 4])
   (full, full_metrics), full_out = loss_and_metrics(MaskedLM(logits_key="logits"), params, module, features)

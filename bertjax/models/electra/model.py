@@ -171,7 +171,8 @@ class ElectraForPreTraining(nn.Module):
 
 
 class ElectraForMaskedLM(nn.Module):
-  """The generator alone (HF ElectraForMaskedLM): `logits` [B, L, V]."""
+  """The generator alone (HF ElectraForMaskedLM): `logits` [B, L, V], or [B, P, V] at
+  `masked_positions` [B, P] (the head run only there, as BERT's)."""
   config: ElectraConfig
 
   def setup(self):
@@ -179,12 +180,13 @@ class ElectraForMaskedLM(nn.Module):
     self.generator_head = generator_head(self.config)
 
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
-               segment_ids=None, *, deterministic: bool = True,
+               segment_ids=None, masked_positions=None, *, deterministic: bool = True,
                output_hidden_states: bool = False) -> dict:
     out = self.electra(input_ids, attention_mask, token_type_ids, position_ids, segment_ids,
                        deterministic=deterministic, output_hidden_states=output_hidden_states)
     out["logits"] = self.generator_head(out["last_hidden_state"],
-                                        self.electra.embedding_module().word_embeddings)
+                                        self.electra.embedding_module().word_embeddings,
+                                        masked_positions)
     return out
 
 
