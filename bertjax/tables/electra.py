@@ -56,7 +56,7 @@ def _scales(cpu_tasks: tuple[str, ...], cpu_seeds: tuple[int, ...], paper_run: d
   `tiny_arms`: the arms the tests train, every arm's config being parsed anyway)."""
   more = pretrain or {}
   tiny = scales.tiny(("sst2",), arms=tiny_arms)
-  cpu = scales.cpu(tasks=cpu_tasks, seeds=cpu_seeds)
+  cpu = scales.cpu_electra(tasks=cpu_tasks, seeds=cpu_seeds)
   paper = scales.paper(_BASE_MODEL, paper_run, bindings=_BASE_OPTIMIZER)
   return {
       "tiny": dataclasses.replace(tiny, model=_TINY_MODEL, pretrain={**tiny.pretrain,
@@ -219,7 +219,7 @@ def plot_curve(table: Table, scale_name: str, cells: list[grid.Cell], path: str)
 
 
 _CURVE_CHECKPOINTS = {"tiny": {"checkpoint_every": 1, "keep_checkpoints": 2},
-                      "cpu": {"checkpoint_every": 150, "keep_checkpoints": 4}}
+                      "cpu": {"checkpoint_every": 750, "keep_checkpoints": 4}}
 
 LEARNING_CURVE = Table(
     name="electra_learning_curve", paper="electra",

@@ -38,6 +38,17 @@ CPU_MLM_BINDINGS = ("warmup_linear_decay.peak_value = 2e-3",
                     "warmup_linear_decay.warmup_steps = 300",
                     "MaskedLM.max_predictions = 20")
 
+# The ELECTRA recipe (the three ELECTRA tables): the MLM recipe's length, generator and MLM
+# heads at the same 20 positions, at ELECTRA-Small's peak rate. At the MLM recipe's 2e-3 the
+# discriminator never left its base rate (loss within 0.006 of the replaced share's entropy
+# and recall 0 through step 2,000, while its generator reached 19% MLM accuracy); at 5e-4 it
+# moved off it, if only a little (0.012 nats below held out at step 750, recall up to 5%):
+# experiments/electra/cpu_probe.md.
+CPU_ELECTRA_BINDINGS = ("warmup_linear_decay.peak_value = 5e-4",
+                        "warmup_linear_decay.warmup_steps = 300",
+                        "ReplacedTokenDetection.max_predictions = 20",
+                        "MaskedLM.max_predictions = 20")
+
 TINY_FINETUNE = ("--max_train_examples=16", "--max_eval_examples=16", "--max_steps=2",
                  "--max_seq_length=32", "--batch_size=8", "--eval_batch_size=16",
                  "--log_every=1", "--squad_train_articles=38", "--doc_stride=16",
@@ -75,6 +86,11 @@ def cpu(**changes) -> Scale:
 def cpu_mlm(**changes) -> Scale:
   """The CPU scale on the MLM recipe (CPU_MLM_PRETRAIN, CPU_MLM_BINDINGS)."""
   return cpu(**{"pretrain": CPU_MLM_PRETRAIN, "bindings": CPU_MLM_BINDINGS, **changes})
+
+
+def cpu_electra(**changes) -> Scale:
+  """The CPU scale on the ELECTRA recipe (CPU_MLM_PRETRAIN, CPU_ELECTRA_BINDINGS)."""
+  return cpu(**{"pretrain": CPU_MLM_PRETRAIN, "bindings": CPU_ELECTRA_BINDINGS, **changes})
 
 
 def paper(model: dict, pretrain: dict, **changes) -> Scale:
