@@ -35,6 +35,13 @@ def weighted_cross_entropy(logits: Array, targets: Array,
   Returns (loss_sum, correct_sum, weight_sum) so callers can build both the mean loss
   and `(sum, count)` metrics without recomputing.
   """
+  nll, correct = token_nll_and_correct(logits, targets)
+  weights = weights.astype(jnp.float32)
+  return (nll * weights).sum(), (correct * weights).sum(), weights.sum()
+
+
+def token_nll_and_correct(logits: Array, targets: Array) -> tuple[Array, Array]:
+  """Per token: the negative log-likelihood of the target, and 1.0 where it is the argmax."""
   # logsumexp - target logit, never the [..., vocab] log-probabilities: over BERT's 30k
   # vocabulary at every position that array is a step's largest, and writing it out and
   # reading it back cost ~20% of the MLM head's time. (The argmax stays: with tied top scores
@@ -46,9 +53,7 @@ def weighted_cross_entropy(logits: Array, targets: Array,
   logits = logits.astype(jnp.float32)
   target_logit = jnp.take_along_axis(logits, targets[..., None].astype(jnp.int32), -1)[..., 0]
   nll = jax.nn.logsumexp(logits, axis=-1) - target_logit
-  weights = weights.astype(jnp.float32)
-  correct = (jnp.argmax(logits, -1) == targets).astype(jnp.float32)
-  return (nll * weights).sum(), (correct * weights).sum(), weights.sum()
+  return nll, (jnp.argmax(logits, -1) == targets).astype(jnp.float32)
 
 
 def safe_mean(total: Array, count: Array) -> Array:

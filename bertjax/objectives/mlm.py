@@ -69,10 +69,14 @@ class ScoredTargets:
 
   targets, weights: [B, L], or [B, P] at `positions` [B, P] when gathered
     (max_predictions); positions is None otherwise.
+  unseen: `weights` where the input does not show the target token ([MASK] or a random
+    token), leaving out the selected tokens kept as they were, which a model can copy; None
+    for a head that never reads the token at its position (SpanBERT's SBO).
   metrics: `<name>_dropped` (selected tokens beyond the P gathered) when gathered.
   """
   targets: jax.Array
   weights: jax.Array
+  unseen: Optional[jax.Array]
   positions: Optional[jax.Array]
   metrics: dict
 
@@ -84,22 +88,35 @@ def with_masked_positions(inputs: dict, batch, max_predictions: Optional[int]) -
   return inputs
 
 
-def scored_targets(batch, max_predictions: Optional[int], name: str,
-                   reader: str) -> ScoredTargets:
+def scored_targets(batch, max_predictions: Optional[int], name: str, reader: str,
+                   reads_token: bool = True) -> ScoredTargets:
   """The batch's `mlm_targets` / `mlm_weights`, gathered at the positions
-  `with_masked_positions` gave the model when `max_predictions` is set."""
+  `with_masked_positions` gave the model when `max_predictions` is set. `reads_token`: the
+  head sees the input token at its position, so `unseen` is worth splitting out."""
   mlm = contract.require(batch, contract.MLM, reader)
   targets, weights = mlm["mlm_targets"], mlm["mlm_weights"]
-  if max_predictions is None:
-    return ScoredTargets(targets, weights, None, {})
-  positions = masked_positions(weights, max_predictions)
-  targets, gathered, dropped = gather_targets(targets, weights, positions)
-  return ScoredTargets(targets, gathered, positions, {f"{name}_dropped": dropped})
+  shown = contract.require(batch, ("input_ids",), reader)["input_ids"] if reads_token else None
+  positions, metrics = None, {}
+  if max_predictions is not None:
+    positions = masked_positions(weights, max_predictions)
+    targets, weights, metrics[f"{name}_dropped"] = gather_targets(targets, weights, positions)
+    if shown is not None:
+      shown = jnp.take_along_axis(shown, positions, axis=1)
+  unseen = None if shown is None else weights * (shown != targets)
+  return ScoredTargets(targets, weights, unseen, positions, metrics)
 
 
 def token_cross_entropy(logits: jax.Array, scored: ScoredTargets, name: str):
-  """(mean cross-entropy, metrics): `<name>_loss`, `<name>_accuracy` and the drop count."""
-  loss_sum, correct, count = base.weighted_cross_entropy(logits, scored.targets, scored.weights)
+  """(mean cross-entropy, metrics): `<name>_loss` and `<name>_accuracy` over every scored
+  token, `<name>_unseen_loss` / `_accuracy` over those the input hid (so copying the kept
+  ones does not count), and the drop count."""
+  nll, correct = base.token_nll_and_correct(logits, scored.targets)
+  weights = scored.weights.astype(jnp.float32)
+  loss_sum, count = (nll * weights).sum(), weights.sum()
   metrics = {**scored.metrics, f"{name}_loss": (loss_sum, count),
-             f"{name}_accuracy": (correct, count)}
+             f"{name}_accuracy": ((correct * weights).sum(), count)}
+  if scored.unseen is not None:
+    unseen = scored.unseen.astype(jnp.float32)
+    metrics[f"{name}_unseen_loss"] = ((nll * unseen).sum(), unseen.sum())
+    metrics[f"{name}_unseen_accuracy"] = ((correct * unseen).sum(), unseen.sum())
   return base.safe_mean(loss_sum, count), metrics

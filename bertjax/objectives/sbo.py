@@ -41,7 +41,8 @@ class SpanBoundary:
       raise ValueError(f"SpanBoundary expects the model output {self.logits_key!r} (e.g. "
                        "SpanBertForPreTraining called with the SBO features); got "
                        f"{sorted(k for k, v in outputs.items() if v is not None)}.")
-    scored = mlm_lib.scored_targets(batch, self.max_predictions, self.name, "SpanBoundary")
+    scored = mlm_lib.scored_targets(batch, self.max_predictions, self.name, "SpanBoundary",
+                                    reads_token=False)
     return mlm_lib.token_cross_entropy(outputs[self.logits_key], scored, self.name)
 
 

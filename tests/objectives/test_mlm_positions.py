@@ -54,3 +54,24 @@ def test_selected_tokens_beyond_max_predictions_are_counted():
   (_, metrics), _ = loss_and_metrics(MaskedLM(max_predictions=2), params, module, batch([5, 2]))
   assert float(metrics["mlm_loss"][1]) == 4.0
   assert float(metrics["mlm_dropped"][0]) == 3.0
+
+
+@pytest.mark.parametrize("max_predictions", [None, 3])
+def test_unseen_metrics_leave_out_the_tokens_the_input_shows(max_predictions):
+  """A head that copies its input is right at every selected token kept as it was and
+  wrong at the others: `mlm_accuracy` counts the copies, `mlm_unseen_accuracy` does not."""
+  vocab, mask_id = 12, 3
+  ids = np.array([[5, 6, 7, 8, 9, 10]])
+  shown = np.array([[mask_id, 6, 11, 8, 9, 10]])  # [MASK], kept, random, then unselected
+  weights = np.array([[1.0, 1.0, 1.0, 0.0, 0.0, 0.0]], np.float32)
+  features = {"input_ids": jnp.asarray(shown), "mlm_targets": jnp.asarray(ids * weights, jnp.int32),
+              "mlm_weights": jnp.asarray(weights)}
+  objective = MaskedLM(logits_key="logits", max_predictions=max_predictions)
+  inputs = objective.model_inputs(features)
+  at = inputs.get("masked_positions", jnp.arange(6)[None])
+  copying = 10.0 * jax.nn.one_hot(jnp.take_along_axis(jnp.asarray(shown), at, 1), vocab)
+  _, metrics = objective({"logits": copying}, features)
+  ratio = lambda k: float(metrics[k][0]) / float(metrics[k][1])
+  assert ratio("mlm_accuracy") == pytest.approx(1 / 3)
+  assert float(metrics["mlm_unseen_accuracy"][1]) == 2.0 and ratio("mlm_unseen_accuracy") == 0.0
+  assert ratio("mlm_unseen_loss") > ratio("mlm_loss")
