@@ -44,9 +44,9 @@ CPU_MLM_BINDINGS = ("warmup_linear_decay.peak_value = 2e-3",
 # The ELECTRA recipe (the three ELECTRA tables): the MLM recipe's length, generator and MLM
 # heads at the same 20 positions, at ELECTRA-Small's peak rate. At the MLM recipe's 2e-3 the
 # discriminator never left its base rate (loss within 0.006 of the replaced share's entropy
-# and recall 0 through step 2,000, while its generator reached 19% MLM accuracy); at 5e-4 it
-# moved off it, if only a little (0.012 nats below held out at step 750, recall up to 5%):
-# experiments/electra/cpu_probe.md.
+# and recall 0 through step 2,000, while its generator became a unigram model that copies
+# the kept tokens); at 5e-4 it moved off it, if only a little (0.012 nats below held out at
+# step 750, recall up to 5%): experiments/electra/cpu_probe.md.
 CPU_ELECTRA_BINDINGS = ("warmup_linear_decay.peak_value = 5e-4",
                         "warmup_linear_decay.warmup_steps = 300",
                         "ReplacedTokenDetection.max_predictions = 20",
