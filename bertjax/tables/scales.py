@@ -35,8 +35,8 @@ CPU_OPTIMIZER = ("warmup_linear_decay.peak_value = 5e-4",
 # Most of that gain is copying the selected tokens left unchanged; at [MASK] both runs
 # predict under 5%, the longer one 0.49 nats under the unigram's cross-entropy against 0.29
 # (experiments/bert/mlm_at_cpu_scale.md). transformers' BertForMaskedLM trained on the same
-# batches sits on the same plateau, and no vocabulary, batch or length tried leaves it
-# within these ~12M tokens: the encoders learn no positional attention (same file).
+# batches sits on the same plateau; no vocabulary, batch, length or longer run tried (up to
+# 20M tokens) leaves it held out, and the encoders learn no positional attention (same file).
 CPU_MLM_PRETRAIN = {**CPU_PRETRAIN, "num_train_steps": 3000, "log_every": 100,
                     "checkpoint_every": 500, "eval_every": 1000}
 CPU_MLM_BINDINGS = ("warmup_linear_decay.peak_value = 2e-3",
