@@ -13,6 +13,7 @@ import torch
 import transformers
 
 import bertjax
+from bertjax.objectives import base
 from bertjax.train import optimizers
 
 CONFIG = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -65,11 +66,11 @@ def jax_losses(ours, data) -> list[float]:
                                         total_steps, peak_value=PEAK, warmup_steps=WARMUP),
                                     clip_grad_norm=1.0)
 
-  def loss_fn(params, ids, labels):
+  def loss_fn(params, ids, labels):  # the objectives' own cross-entropy
     logits = ours.module.apply({"params": params}, ids)["logits"]
-    weights = (labels >= 0).astype(jnp.float32)
-    nll = optax.softmax_cross_entropy_with_integer_labels(logits, jnp.maximum(labels, 0))
-    return (nll * weights).sum() / weights.sum()
+    loss_sum, _, weight_sum = base.weighted_cross_entropy(logits, jnp.maximum(labels, 0),
+                                                          labels >= 0)
+    return loss_sum / weight_sum
 
   @jax.jit
   def step(params, state, ids, labels):
