@@ -72,6 +72,18 @@ def theirs(config, batch, bf16: bool, device: str):
   return run
 
 
+def setup(args):
+  """(config, batch, objective): BERT-base (or a tiny one) with `--config` changes and no
+  attention dropout, a synthetic MLM + NSP batch, and the pretraining objective."""
+  size = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+              vocab_size=512) if args.tiny else {}
+  changes = {name: type(getattr(bert.bert_base(), name))(value)
+             for name, value in (c.split("=", 1) for c in args.config)}
+  base = bert.bert_base().replace(**{"attention_dropout": 0.0, **size, **changes})
+  batch = side_by_side.mlm_batch(args.batch_size, args.sequence_length, base.vocab_size)
+  return base, batch, nsp.PretrainingObjective((mlm.MaskedLM(), nsp.SentencePair()))
+
+
 def timed(run, steps: int) -> float:
   start = time.perf_counter()
   run(steps)
@@ -95,13 +107,7 @@ def main(argv=None):
   torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
   gpu = jax.default_backend() == "gpu"
   device = "cuda" if torch.cuda.is_available() else "cpu"
-  size = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-              vocab_size=512) if args.tiny else {}
-  changes = {name: type(getattr(bert.bert_base(), name))(value)
-             for name, value in (c.split("=", 1) for c in args.config)}
-  base = bert.bert_base().replace(**{"attention_dropout": 0.0, **size, **changes})
-  batch = side_by_side.mlm_batch(args.batch_size, args.sequence_length, base.vocab_size)
-  objective = nsp.PretrainingObjective((mlm.MaskedLM(), nsp.SentencePair()))
+  base, batch, objective = setup(args)
   peak = matmul_rate(256 if args.tiny else 8192, jnp.bfloat16)
   variants = ([tuple(v.split(":")) for v in args.variants.split(",")] if args.variants else
               [("float32", "xla"), ("bfloat16", "xla")] + ([("bfloat16", "cudnn")] if gpu else []))

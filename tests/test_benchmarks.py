@@ -1,6 +1,7 @@
 """The README's benchmark commands (## Performance), run as written with tiny models and
 one round appended: the side-by-side train step and the GPU script (on CPU here, which
-skips the cudnn row), each writing its markdown table."""
+skips the cudnn row), each writing its markdown table; and the GPU profile, which on a CPU
+reads the XLA thunks in place of GPU ops."""
 import shlex
 import sys
 
@@ -10,6 +11,7 @@ from bertjax import paths
 from tests import test_readme
 
 sys.path.insert(0, str(paths.REPO_ROOT / "benchmarks"))
+import gpu_profile  # noqa: E402
 import gpu_step  # noqa: E402
 import profile_step  # noqa: E402
 import side_by_side  # noqa: E402
@@ -68,3 +70,21 @@ def test_gpu_step_writes_its_table(tmp_path, monkeypatch):
   gpu_step.main(_readme_args("python benchmarks/gpu_step.py") + TINY["python benchmarks/gpu_step.py"])
   table = (tmp_path / "gpu_step.md").read_text()
   assert "| float32 | xla |" in table and "| bfloat16 | xla |" in table
+
+
+@pytest.mark.slow
+def test_gpu_profile_writes_both_sides_tables(tmp_path, monkeypatch):
+  monkeypatch.setenv("OUT", str(tmp_path))
+  gpu_profile.main(["--tiny", "--steps=1", "--top=5", "--batch_size=8", "--sequence_length=16",
+                    "--variants=float32:xla", "--torch=float32"])
+  ours = (tmp_path / "profile_float32_xla.md").read_text()
+  theirs = (tmp_path / "profile_torch_float32.md").read_text()
+  assert "ENTRY" in (tmp_path / "profile_float32_xla.hlo.txt").read_text()
+  rows = {}
+  for side, table in (("ours", ours), ("theirs", theirs)):
+    rows[side] = [l.split(" | ") for l in table.splitlines() if l.startswith("| ")
+                  and "---" not in l and not l.startswith(("| op ", "| kind "))]
+    assert len(rows[side]) >= 6, table  # the top ops, then the kinds they group into
+    assert all(float(r[-2]) >= 0 for r in rows[side]), table
+  # Our ops are named by what the optimized HLO says they compute (fusion(dot), copy...).
+  assert any(r[1].strip() for r in rows["ours"][:5]), ours

@@ -73,16 +73,32 @@ class TransformerLayer(nn.Module):
     return x, (x if self.emit_hidden_state else None)
 
 
+def layers_per_iteration(scan_unroll: int, num_layers: int) -> int:
+  """How many layers one iteration of the stack's loop runs: `scan_unroll` when given, and
+  for 0 the whole stack on a GPU, one layer elsewhere.
+
+  Measured on the train step (benchmarks/results/gpu_step.md, side_by_side.md): on an H200
+  BERT-base's bf16 step ran 1.46x faster fully unrolled (1.23x with cuDNN attention); on a
+  2-core CPU BERT-base was equal either way and ELECTRA-small 1.24x faster, at twice the
+  compile time. TPUs keep the scan, as t5x and MaxText do, for its compile time.
+  """
+  if scan_unroll < 0:
+    raise ValueError(f"scan_unroll={scan_unroll}: give the layers per loop iteration (1 to "
+                     f"num_layers={num_layers}), or 0 to choose by backend.")
+  if scan_unroll:
+    return min(scan_unroll, num_layers)
+  return num_layers if jax.default_backend() == "gpu" else 1
+
+
 class TransformerStack(nn.Module):
   """`num_layers` TransformerLayers under `nn.scan` (parameters stacked on `layers`).
 
   share_parameters: ALBERT - one layer's parameters reused at every depth.
   remat: recompute activations in the backward pass (saves memory on long sequences).
-  scan_unroll: layers per iteration of the scan's loop; `num_layers` unrolls it fully.
-    The parameters are the same either way. Unrolled compiles longer but skips the
-    loop's stacking of activations for the backward pass: ELECTRA-Small's train step
-    on a 2-core CPU ran 20% faster fully unrolled, BERT-base and BERT-mini the same
-    (benchmarks/side_by_side.py, `/unroll` cases).
+  scan_unroll: layers per iteration of the scan's loop; `num_layers` unrolls it fully,
+    0 (the default) chooses by backend (`layers_per_iteration`). The parameters are the
+    same either way. Unrolled compiles longer but skips the loop's stacking of
+    activations for the backward pass.
   """
   num_layers: int
   num_heads: int
@@ -98,7 +114,7 @@ class TransformerStack(nn.Module):
   dtype: Dtype = jnp.float32
   share_parameters: bool = False
   remat: bool = False
-  scan_unroll: int = 1
+  scan_unroll: int = 0
   # Long-sequence attention spec (bertjax.layers.long_attention.sparse / lowrank); None = dense. The mask
   # is then the spec's `encoder_mask` (a TokenMask) and each layer gets its index.
   attention_spec: Optional[Any] = None
@@ -126,7 +142,7 @@ class TransformerStack(nn.Module):
         variable_broadcast="params" if self.share_parameters else False,
         split_rngs={"params": not self.share_parameters, "dropout": True},
         in_axes=(nn.broadcast, nn.broadcast) + ((0,) if self.attention_spec is not None else ()),
-        length=self.num_layers, unroll=self.scan_unroll,
+        length=self.num_layers, unroll=layers_per_iteration(self.scan_unroll, self.num_layers),
         metadata_params={} if self.share_parameters else {nn.PARTITION_NAME: "layers"},
     )
     x, per_layer = stacked(
