@@ -24,11 +24,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 import torch  # noqa: E402
 
 import gpu_step  # noqa: E402
-import profile_step  # noqa: E402
 
 
 def gpu_op_times(trace_dir: str) -> tuple[collections.Counter, str]:
@@ -47,8 +45,11 @@ def gpu_op_times(trace_dir: str) -> tuple[collections.Counter, str]:
           ops[event.name.split(" = ")[0].lstrip("%")] += event.duration_ns
         elif line.name.startswith("Stream"):
           kernels[event.name[:120]] += event.duration_ns
-  totals, source = ((ops, "GPU plane, XLA Ops") if ops else (kernels, "GPU plane, kernels")
-                    if kernels else (profile_step.thunk_times(trace_dir), "CPU thunks"))
+  if ops or kernels:
+    totals, source = (ops, "GPU plane, XLA Ops") if ops else (kernels, "GPU plane, kernels")
+  else:  # a CPU run: its XLA thunks (imported here: profile_step defaults JAX to the CPU)
+    import profile_step  # pylint: disable=g-import-not-at-top
+    totals, source = profile_step.thunk_times(trace_dir), "CPU thunks"
   if seen:
     source += "; lines: " + ", ".join(seen[:12])
   # A loop or call spans the ops inside it, which are counted on their own.
