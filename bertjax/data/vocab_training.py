@@ -3,6 +3,7 @@
 Both write a directory that `vocab_from_hf` (and HF's AutoTokenizer, for WordPiece)
 loads, and return the loaded vocabulary.
 """
+import collections
 import json
 import os
 from typing import Iterable, Optional, Sequence
@@ -19,27 +20,40 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, out_dir: str,
                     lower_case: bool = True, min_frequency: int = 2,
                     special_tokens: Sequence[str] = BERT_SPECIAL_TOKENS,
                     limit_alphabet: int = 1000) -> vocabularies.WordPieceVocabulary:
-  """BERT-style WordPiece (special tokens first: [PAD]=0, [UNK]=1, ...).
+  """BERT-style WordPiece (special tokens first: [PAD]=0, [UNK]=1, ...), the same
+  vocabulary, in the same order, on every run.
+
+  `tokenizers`' trainer numbers the word-continuing characters ('##e') in the order it
+  meets them while walking a hash map, which changes from process to process; equal merge
+  counts are broken by those numbers, so two runs on the same text could learn different
+  vocabularies (huggingface/tokenizers#1794). Here those pieces are numbered beforehand,
+  by how often they occur, so nothing is left to the walk.
 
   Writes vocab.txt, tokenizer.json and tokenizer_config.json to `out_dir`.
   """
-  tokenizer = tokenizers.Tokenizer(tokenizers.models.WordPiece(
-      unk_token="[UNK]", max_input_chars_per_word=100))
-  tokenizer.normalizer = tokenizers.normalizers.BertNormalizer(
+  texts = list(texts)
+  normalizer = tokenizers.normalizers.BertNormalizer(
       clean_text=True, handle_chinese_chars=True, strip_accents=lower_case,
       lowercase=lower_case)
-  tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
-  tokenizer.decoder = tokenizers.decoders.WordPiece(prefix="##")
+  pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
   trainer = tokenizers.trainers.WordPieceTrainer(
       vocab_size=vocab_size, min_frequency=min_frequency,
-      special_tokens=list(special_tokens), limit_alphabet=limit_alphabet,
-      continuing_subword_prefix="##", show_progress=False)
-  tokenizer.train_from_iterator(texts, trainer=trainer)
+      special_tokens=list(special_tokens) + _continuing_pieces(
+          texts, normalizer, pre_tokenizer, limit_alphabet),
+      limit_alphabet=limit_alphabet, continuing_subword_prefix="##", show_progress=False)
+  trained = _wordpiece_tokenizer(normalizer, pre_tokenizer)
+  trained.train_from_iterator(texts, trainer=trainer)
+  vocab = trained.get_vocab()
+  pieces = sorted(vocab, key=vocab.get)
 
+  # Rebuilt from the vocabulary, so that only the real special tokens are special (the
+  # numbered '##e' pieces are ordinary word pieces).
+  tokenizer = _wordpiece_tokenizer(normalizer, pre_tokenizer,
+                                   {piece: i for i, piece in enumerate(pieces)})
+  tokenizer.add_special_tokens(list(special_tokens))
   os.makedirs(out_dir, exist_ok=True)
-  vocab = tokenizer.get_vocab()
   with open(os.path.join(out_dir, "vocab.txt"), "w", encoding="utf-8") as f:
-    f.writelines(t + "\n" for t in sorted(vocab, key=vocab.get))
+    f.writelines(t + "\n" for t in pieces)
   tokenizer.save(os.path.join(out_dir, "tokenizer.json"))
   config = dict(tokenizer_class="BertTokenizer", do_lower_case=lower_case,
                 strip_accents=None, tokenize_chinese_chars=True, pad_token="[PAD]",
@@ -48,6 +62,31 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, out_dir: str,
   with open(os.path.join(out_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
     json.dump(config, f, indent=2)
   return hf_vocabulary.vocab_from_hf(out_dir)
+
+
+def _wordpiece_tokenizer(normalizer, pre_tokenizer, vocab=None) -> tokenizers.Tokenizer:
+  tokenizer = tokenizers.Tokenizer(tokenizers.models.WordPiece(
+      vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+  tokenizer.normalizer = normalizer
+  tokenizer.pre_tokenizer = pre_tokenizer
+  tokenizer.decoder = tokenizers.decoders.WordPiece(prefix="##")
+  return tokenizer
+
+
+def _continuing_pieces(texts: Sequence[str], normalizer, pre_tokenizer,
+                       limit_alphabet: int) -> list[str]:
+  """'##c' for every character c of the trainer's alphabet (the `limit_alphabet` most
+  frequent ones) that continues some word, most frequent first (ties by character)."""
+  words = collections.Counter(
+      word for text in texts
+      for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
+  chars, continuing = collections.Counter(), set()
+  for word, count in words.items():
+    for char in word:
+      chars[char] += count
+    continuing.update(word[1:])
+  alphabet = sorted(chars, key=lambda c: (-chars[c], c))[:limit_alphabet]
+  return ["##" + c for c in alphabet if c in continuing]
 
 
 def train_sentencepiece(texts: Iterable[str], vocab_size: int, out_dir: str,

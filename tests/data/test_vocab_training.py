@@ -1,4 +1,9 @@
-"""Vocabularies trained on the embedded corpus load and round-trip."""
+"""Vocabularies trained on the embedded corpus load and round-trip, and WordPiece training
+gives the same vocabulary in every process."""
+import json
+import subprocess
+import sys
+
 import tensorflow as tf
 import transformers
 
@@ -30,6 +35,27 @@ def test_train_wordpiece_round_trip(tmp_path):
   assert vocab.decode(vocab.encode(text)) == text.replace(" .", ".")
   # The same directory loads again through vocab_from_hf.
   assert hf_vocabulary.vocab_from_hf(tmp_path).encode(SAMPLE[0]) == vocab.encode(SAMPLE[0])
+
+
+def test_train_wordpiece_is_the_same_in_every_process(tmp_path):
+  """tokenizers' own trainer numbered the '##c' pieces in a hash map's order, which changes
+  from process to process: vocab.txt came out in another order on each of three runs."""
+  script = ("import sys; from bertjax.data import corpus, vocab_training; "
+            "vocab_training.train_wordpiece(corpus.sentences('train')[:4000], 2000, sys.argv[1])")
+  vocabs = []
+  for run in ("first", "second"):
+    subprocess.run([sys.executable, "-c", script, str(tmp_path / run)], check=True)
+    vocabs.append((tmp_path / run / "vocab.txt").read_text())
+  assert vocabs[0] == vocabs[1]
+  # The numbered pieces are ordinary word pieces: only BERT's five tokens are special, and
+  # a word split into '##' pieces decodes whole with special tokens skipped.
+  added = json.loads((tmp_path / "first" / "tokenizer.json").read_text())["added_tokens"]
+  assert [t["content"] for t in added] == list(vocab_training.BERT_SPECIAL_TOKENS)
+  reference = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "first"))
+  pieces = reference.tokenize("unreturnables")
+  assert len(pieces) > 1 and all(p.startswith("##") for p in pieces[1:])
+  assert reference.decode(reference.encode("unreturnables", add_special_tokens=False),
+                          skip_special_tokens=True) == "unreturnables"
 
 
 def test_train_sentencepiece_round_trip(tmp_path):
