@@ -21,6 +21,7 @@ of a handful of documents of each part (tests: a few thousand tokens, so that ev
 masking's ten copies are quick).
 """
 import gzip
+import hashlib
 import json
 import os
 import re
@@ -121,6 +122,7 @@ def build(out: str, size: str = "cpu", vocabulary: str = "wordpiece") -> dict:
       [s for docs in texts["train"].values() for d in docs for s in d.split("\n")],
       size, vocabulary, tmp)
   stats = {"size": size, "vocabulary": vocabulary, "vocab_size": vocab_size,
+           "vocab_sha256": vocabulary_digest(os.path.join(tmp, vocabulary)),
            "parts": {split: {part: _count(vocab, docs) for part, docs in by_part.items()}
                      for split, by_part in texts.items()}}
   for split, by_part in stats["parts"].items():
@@ -145,6 +147,14 @@ def _train_vocabulary(lines: list[str], size: str, vocabulary: str, out: str):
       lines, SENTENCEPIECE_SIZES[size] - SENTINELS, directory, control_symbols=(),
       character_coverage=1.0, extra_ids=SENTINELS)
   return vocab, vocab.vocab_size
+
+
+def vocabulary_digest(directory: str) -> str:
+  """sha256 of the trained vocabulary's defining file (vocab.txt or spiece.model): two
+  builds of a corpus are the same corpus exactly when these agree."""
+  name = "vocab.txt" if os.path.isfile(os.path.join(directory, "vocab.txt")) else "spiece.model"
+  with open(os.path.join(directory, name), "rb") as f:
+    return hashlib.sha256(f.read()).hexdigest()
 
 
 def vocab_ids(directory: str) -> list[str]:

@@ -7,7 +7,9 @@ file (`<results>.cells.json`, small, committed with them) keeps each finished ce
 Before a run, `restore` writes those records back as done-markers, except for a cell whose
 output a cell still to run needs (a pretraining whose fine-tunings are not all finished, the
 corpus of such a pretraining): that one runs again. Every cell is deterministic given its
-seed, so it rebuilds the same corpus and the same model.
+seed, so it rebuilds the same corpus (its WordPiece vocabulary too, since
+`vocab_training.train_wordpiece` numbers its pieces itself) and the same model. A corpus
+that still comes out differently (another library version) is reported by `record`.
 """
 import json
 import os
@@ -28,10 +30,43 @@ def load(path: str) -> dict[str, dict]:
 
 
 def record(path: str, cells: Iterable[grid.Cell]) -> None:
-  """Adds the record of every done cell in `cells` to the ledger at `path` (atomically)."""
+  """Adds the record of every done cell in `cells` to the ledger at `path` (atomically).
+
+  A corpus rebuilt in a later sitting that differs from the one the ledger holds (another
+  vocabulary: the cells finished before were trained on the earlier one) is not silently
+  taken for it: the difference is printed, and the earlier build is kept in the new
+  record's `earlier_builds` (and its cell's marker), which the results file reports.
+  """
   entries = load(path)
-  entries.update({c.key: c.record() for c in cells if c.done()})
+  for cell in cells:
+    if not cell.done():
+      continue
+    new, old = cell.record(), entries.get(cell.key)
+    if old is not None and "parts" in new:
+      earlier = old.get("earlier_builds", [])
+      if not _same_build(old, new):
+        earlier = earlier + [_build(old)]
+        print(f"WARNING: {cell.key} was rebuilt differently from the ledger's record "
+              f"({_build(old)} before, {_build(new)} now): cells finished in earlier "
+              "sittings were trained on the earlier build.", flush=True)
+      if earlier and new.get("earlier_builds") != earlier:
+        new["earlier_builds"] = earlier
+        grid.atomic_json(cell.marker, new)
+    entries[cell.key] = new
   grid.atomic_json(path, dict(sorted(entries.items())))
+
+
+def _build(rec: dict) -> dict:
+  """What identifies a corpus build: its vocabulary's digest (where recorded) and the
+  tokens it gives each part of the training text."""
+  return {**({"vocab_sha256": rec["vocab_sha256"]} if "vocab_sha256" in rec else {}),
+          "part_tokens": {p: v["tokens"] for p, v in rec["parts"]["train"].items()}}
+
+
+def _same_build(a: dict, b: dict) -> bool:
+  if "vocab_sha256" in a and "vocab_sha256" in b:
+    return a["vocab_sha256"] == b["vocab_sha256"]
+  return _build(a)["part_tokens"] == _build(b)["part_tokens"]
 
 
 def restore(path: str, cells: list[grid.Cell]) -> list[str]:

@@ -157,6 +157,12 @@ def markdown(table: Table, scale_name: str, cells: list[grid.Cell], command: str
               f"{rec['vocab_size']:,} (bertjax/tables/corpus.py): "
               + ", ".join(f"{p} {v['tokens']:,}" for p, v in rec["parts"]["train"].items())
               + "."]
+    for build in rec.get("earlier_builds", []):
+      lines += ["", "**The corpus was rebuilt in a later sitting with another vocabulary** "
+                f"(earlier build: {sum(build['part_tokens'].values()):,} train tokens"
+                + (f", vocab.txt sha256 {build['vocab_sha256'][:12]}" if "vocab_sha256"
+                   in build else "") + "): cells finished before the rebuild were trained "
+                "on the earlier one, so rows may mix the two."]
   lines += ["", "## Arms", ""] + [
       f"- **{a.label}** (`{a.name}`): " + "; ".join(part for part in (
           " ".join(f"`{f}`" for f in a.gin_files + a.bindings + a.finetune_flags), a.note)

@@ -25,8 +25,8 @@ SCORES = {"a": (0.6, 0.7, 0.8), "b": (0.5, 0.5, 0.5)}
 class FakeCommands:
   """Writes what each real command would (results.json, metrics.jsonl, stats.json)."""
 
-  def __init__(self, fail=()):
-    self.ran, self.fail = [], set(fail)
+  def __init__(self, fail=(), corpus_tokens=10):
+    self.ran, self.fail, self.corpus_tokens = [], set(fail), corpus_tokens
 
   def __call__(self, cell, out):
     self.ran.append(cell.key)
@@ -34,9 +34,10 @@ class FakeCommands:
       return 1
     write = lambda name, value: open(os.path.join(cell.directory, name), "w").write(value)
     if cell.kind == "corpus":
-      write("stats.json", json.dumps({"size": "tiny", "vocab_size": 600, "train_tokens": 10,
+      tokens = self.corpus_tokens
+      write("stats.json", json.dumps({"size": "tiny", "vocab_size": 600, "train_tokens": tokens,
                                       "validation_tokens": 2,
-                                      "parts": {"train": {"c4": {"tokens": 10}}}}))
+                                      "parts": {"train": {"c4": {"tokens": tokens}}}}))
     elif cell.kind == "pretrain":
       write("results.json", json.dumps({"step": 2, "eval": {"mlm_accuracy": 0.25}}))
       row = {"split": "train", "steps_per_sec": 2.0, "tokens_per_sec": 256.0,
@@ -119,9 +120,35 @@ def test_a_fresh_machine_restores_finished_cells_from_the_ledger(tmp_path):
                               "finetune/a/sst2/seed2", "pretrain/a"]
   assert second[1].record() == ledger.load(book)["pretrain/a"]
   sitting = FakeCommands()
-  grid.run(second, log=lambda m: None, execute=sitting)
+  grid.run(second, log=lambda m: None, execute=sitting,
+           on_done=lambda cell: ledger.record(book, [cell]))
   assert sitting.ran == ["corpus", "pretrain/b"] + [f"finetune/b/sst2/seed{s}" for s in range(3)]
-  assert "9 of 9 cells done" in report.markdown(TABLE, "tiny", second, "cmd")
+  text = report.markdown(TABLE, "tiny", second, "cmd")
+  assert "9 of 9 cells done" in text and "rebuilt in a later sitting" not in text
+  assert "earlier_builds" not in ledger.load(book)["corpus"]
+
+
+def test_a_corpus_rebuilt_differently_is_reported_not_mixed_in_silently(tmp_path, capsys):
+  """A fresh machine that rebuilds the corpus and gets another one (a vocabulary trained
+  differently) says so, and the results file says which cells may mix the two builds."""
+  book = str(tmp_path / "toy.cells.json")
+  first = grid.cells(TABLE, "tiny", str(tmp_path / "machine1"))
+  grid.run(first, log=lambda m: None, execute=FakeCommands(fail={"pretrain/b"}),
+           on_done=lambda cell: ledger.record(book, [cell]))
+  second = grid.cells(TABLE, "tiny", str(tmp_path / "machine2"))
+  ledger.restore(book, second)
+  grid.run(second, log=lambda m: None, execute=FakeCommands(corpus_tokens=11),
+           on_done=lambda cell: ledger.record(book, [cell]))
+  assert "WARNING: corpus was rebuilt differently" in capsys.readouterr().out
+  corpus = ledger.load(book)["corpus"]
+  assert corpus["train_tokens"] == 11
+  assert corpus["earlier_builds"] == [{"part_tokens": {"c4": 10}}]
+  # Recording again (the end of every sitting) keeps the note, in the ledger and the marker.
+  ledger.record(book, second)
+  assert ledger.load(book)["corpus"]["earlier_builds"] == [{"part_tokens": {"c4": 10}}]
+  assert second[0].record()["earlier_builds"] == [{"part_tokens": {"c4": 10}}]
+  text = report.markdown(TABLE, "tiny", second, "cmd")
+  assert "rebuilt in a later sitting with another vocabulary** (earlier build: 10 train" in text
 
 
 def test_a_changed_scale_is_refused_until_its_old_results_are_moved_aside(tmp_path, capsys):
