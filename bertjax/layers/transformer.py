@@ -78,7 +78,7 @@ def layers_per_iteration(scan_unroll: int, num_layers: int) -> int:
   for 0 the whole stack on a GPU, one layer elsewhere.
 
   Measured on the train step (benchmarks/results/gpu_step.md, side_by_side.md): on an H200
-  BERT-base's bf16 step ran 1.46x faster fully unrolled (1.23x with cuDNN attention); on a
+  BERT-base's bf16 step ran 1.47x faster fully unrolled (1.25x with cuDNN attention); on a
   2-core CPU BERT-base was equal either way and ELECTRA-small 1.24x faster, at twice the
   compile time. TPUs keep the scan, as t5x and MaxText do, for its compile time.
   """
