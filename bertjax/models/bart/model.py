@@ -15,7 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from bertjax.layers import activations, attention, embeddings, ffn, kv_cache, norms
+from bertjax.layers import activations, attention, embeddings, ffn, kv_cache, norms, transformer
 from bertjax.models.common import encoder_decoder
 
 POSITION_OFFSET = 2
@@ -49,6 +49,7 @@ class BartConfig:
   forced_eos_token_id: Optional[int] = 2
   dtype: str = "float32"
   remat: bool = False
+  scan_unroll: int = 0  # layers per loop iteration; 0: by backend (layers_per_iteration)
 
   def __post_init__(self):
     for side, heads in (("encoder", self.encoder_heads), ("decoder", self.decoder_heads)):
@@ -148,10 +149,12 @@ class BartStack(nn.Module):
     args = (x, mask, encoded, cross_mask) if self.is_decoder else (x, mask)
     axes = {"params": 0, "cache": 0, kv_cache.CROSS_COLLECTION: 0,
             **attention.ANALYSIS_AXES}
+    num_layers = cfg.decoder_layers if self.is_decoder else cfg.encoder_layers
     stacked = nn.scan(layer_cls, variable_axes=axes,
                       split_rngs={"params": True, "dropout": True},
                       in_axes=(nn.broadcast,) * (len(args) - 1),
-                      length=cfg.decoder_layers if self.is_decoder else cfg.encoder_layers,
+                      length=num_layers, unroll=transformer.layers_per_iteration(
+                          cfg.scan_unroll, num_layers),
                       metadata_params={nn.PARTITION_NAME: "layers"})
     out, per_layer = stacked(cfg, self.is_decoder, deterministic, output_hidden_states,
                              decode, name="layers")(*args)

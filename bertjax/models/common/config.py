@@ -28,7 +28,7 @@ class EncoderConfig:
   pad_token_id: int = 0
   dtype: str = "float32"  # compute dtype; parameters are always float32
   remat: bool = False
-  scan_unroll: int = 0  # layers per iteration of the layer loop; 0: by backend (TransformerStack)
+  scan_unroll: int = 0  # layers per loop iteration; 0: by backend (layers_per_iteration)
   # Self-attention kernel (bertjax.layers.attention.IMPLEMENTATIONS): 'xla' (explicit, any
   # backend) or 'cudnn' (fused, NVIDIA GPUs, no attention dropout). Used by BertModel.
   attention_implementation: str = "xla"

@@ -17,7 +17,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from bertjax.layers import attention, dense, ffn, norms
+from bertjax.layers import attention, dense, ffn, norms, transformer
 from bertjax.models.deberta import relative
 
 Dtype = jnp.dtype
@@ -148,10 +148,12 @@ class DisentangledStack(nn.Module):
   mask, relative table and index are broadcast to every layer.
 
   layer: DisentangledLayer keyword arguments (sizes, version...) as a tuple of pairs.
+  scan_unroll: layers per loop iteration (transformer.layers_per_iteration; 0: by backend).
   """
   num_layers: int
   layer: tuple
   remat: bool = False
+  scan_unroll: int = 0
 
   @nn.compact
   def __call__(self, x, mask=None, rel_embeddings=None, rel_index=None, *,
@@ -164,6 +166,7 @@ class DisentangledStack(nn.Module):
         layer_cls, variable_axes={"params": 0, **attention.ANALYSIS_AXES},
         split_rngs={"params": True, "dropout": True},
         in_axes=(nn.broadcast, nn.broadcast, nn.broadcast), length=self.num_layers,
+        unroll=transformer.layers_per_iteration(self.scan_unroll, self.num_layers),
         metadata_params={nn.PARTITION_NAME: "layers"})
     carry, per_layer = stacked(**dict(self.layer), deterministic=deterministic,
                                emit_hidden_state=output_hidden_states,

@@ -227,7 +227,7 @@ class DebertaEncoder(nn.Module):
       if cfg.version == 2 and cfg.norm_rel_ebd:
         self.rel_norm = norms.LayerNorm(cfg.layer_norm_eps, jnp.dtype(cfg.dtype))
     self.stack = disentangled.DisentangledStack(cfg.num_layers, tuple(_layer_kwargs(cfg).items()),
-                                                cfg.remat)
+                                                cfg.remat, cfg.scan_unroll)
 
   def relative_table(self, length: int):
     """(relative embeddings [R, H], index [L, L] into them) for length L, or Nones.

@@ -37,7 +37,7 @@ class GPTConfig:
   pad_token_id: Optional[int] = None
   dtype: str = "float32"
   remat: bool = False
-  scan_unroll: int = 0  # layers per iteration of the layer loop; 0: by backend (TransformerStack)
+  scan_unroll: int = 0  # layers per loop iteration; 0: by backend (layers_per_iteration)
   # Fine-tuning's generic heads (bertjax.finetune.task_models) read the task's labels here,
   # as from an EncoderConfig; there is no GPT task class to export to.
   labels: tuple[str, ...] = ("LABEL_0", "LABEL_1")

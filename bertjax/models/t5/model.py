@@ -17,7 +17,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from bertjax.layers import attention, dense, embeddings, ffn, kv_cache, norms
+from bertjax.layers import attention, dense, embeddings, ffn, kv_cache, norms, transformer
 from bertjax.models.t5 import relative as t5_relative
 from bertjax.models.common import encoder_decoder
 
@@ -47,6 +47,7 @@ class T5Config:
   decoder_start_token_id: int = 0
   dtype: str = "float32"
   remat: bool = False
+  scan_unroll: int = 0  # layers per loop iteration; 0: by backend (layers_per_iteration)
 
   @property
   def scales_decoder_outputs(self) -> bool:
@@ -202,6 +203,7 @@ class T5Stack(nn.Module):
     stacked = nn.scan(layer_cls, variable_axes=axes,
                       split_rngs={"params": True, "dropout": True},
                       in_axes=(nn.broadcast,) * (len(args) - 1), length=num_layers,
+                      unroll=transformer.layers_per_iteration(cfg.scan_unroll, num_layers),
                       metadata_params={nn.PARTITION_NAME: "layers"})
     out, per_layer = stacked(cfg, deterministic, emit_hidden_state=output_hidden_states,
                              name="layers", **extra)(*args)

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bertjax.layers import activations, attention, embeddings, ffn, norms
+from bertjax.layers import activations, attention, embeddings, ffn, norms, transformer
 from bertjax.models.common.config import check_labels
 from bertjax.models.xlnet import two_stream
 
@@ -56,6 +56,7 @@ class XLNetConfig:
   summary_last_dropout: float = 0.1
   dtype: str = "float32"
   remat: bool = False
+  scan_unroll: int = 0  # layers per loop iteration; 0: by backend (layers_per_iteration)
 
   def __post_init__(self):
     if self.hidden_size % self.num_heads:
@@ -208,6 +209,7 @@ class XLNetModel(nn.Module):
     stack = nn.scan(layer_cls, variable_axes={"params": 0, **attention.ANALYSIS_AXES},
                     split_rngs={"params": True, "dropout": True},
                     in_axes=(0,) + (nn.broadcast,) * 5, length=cfg.num_layers,
+                    unroll=transformer.layers_per_iteration(cfg.scan_unroll, cfg.num_layers),
                     metadata_params={nn.PARTITION_NAME: "layers"})
     (h, g), (layer_inputs, g_states) = stack(cfg, deterministic, name="layers")(
         (h, g), mems, pos_emb, seg_diff, mask_h, mask_g,
