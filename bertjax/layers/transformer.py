@@ -50,6 +50,10 @@ class TransformerLayer(nn.Module):
           self.num_heads, self.head_dim, self.attention_dropout, self.use_bias,
           init_std=self.init_std, dtype=self.dtype, decode=self.decode,
           implementation=self.attention_implementation, name="attention")
+    elif self.attention_implementation != "xla":
+      raise ValueError(f"attention_implementation={self.attention_implementation!r} runs dense "
+                       f"attention only; this stack's attention is "
+                       f"{type(self.attention_spec).__name__}. Use 'xla'.")
     else:
       attn = functools.partial(self.attention_spec.make(
           num_heads=self.num_heads, head_dim=self.head_dim, dropout_rate=self.attention_dropout,

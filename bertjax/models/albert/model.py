@@ -85,7 +85,8 @@ class AlbertModel(nn.Module):
         cfg.num_layers, cfg.num_heads, cfg.head_dim, cfg.intermediate_size, cfg.hidden_act,
         cfg.hidden_dropout, cfg.attention_dropout, cfg.layer_norm_eps,
         init_std=cfg.initializer_range, dtype=dtype, share_parameters=cfg.share_parameters,
-        remat=cfg.remat, scan_unroll=cfg.scan_unroll)
+        remat=cfg.remat, scan_unroll=cfg.scan_unroll,
+        attention_implementation=cfg.attention_implementation)
     if self.add_pooling_layer:
       self.pooler = dense.DenseGeneral(cfg.hidden_size, ("embed", "mlp"),
                                        init_std=cfg.initializer_range, dtype=dtype)

@@ -30,7 +30,8 @@ class EncoderConfig:
   remat: bool = False
   scan_unroll: int = 0  # layers per loop iteration; 0: by backend (layers_per_iteration)
   # Self-attention kernel (bertjax.layers.attention.IMPLEMENTATIONS): 'xla' (explicit, any
-  # backend) or 'cudnn' (fused, NVIDIA GPUs, no attention dropout). Used by BertModel.
+  # backend) or 'cudnn' (fused, NVIDIA GPUs, no attention dropout). Dense self-attention only:
+  # DeBERTa's disentangled and the long-attention patterns refuse 'cudnn'.
   attention_implementation: str = "xla"
   # Task classes (transformers' id2label, problem_type, classifier_dropout): the labels'
   # names in id order, how a classifier's outputs are read, the head's dropout (None:

@@ -60,6 +60,10 @@ class DebertaConfig(EncoderConfig):
     super().__post_init__()
     if self.version not in (1, 2):
       raise ValueError(f"version={self.version}: use 1 (DeBERTa) or 2 (DeBERTa v2/v3).")
+    if self.attention_implementation != "xla":
+      raise ValueError(f"attention_implementation={self.attention_implementation!r}: DeBERTa's "
+                       "disentangled attention adds relative-position terms that no fused "
+                       "kernel takes; use 'xla'.")
     unknown = set(self.pos_att_type) - set(disentangled.RELATIVE_TERMS)
     if unknown:
       raise ValueError(f"pos_att_type has {sorted(unknown)}; use a subset of "

@@ -110,7 +110,7 @@ class ElectraModel(nn.Module):
         cfg.num_layers, cfg.num_heads, cfg.head_dim, cfg.intermediate_size, cfg.hidden_act,
         cfg.hidden_dropout, cfg.attention_dropout, cfg.layer_norm_eps,
         init_std=cfg.initializer_range, dtype=dtype, remat=cfg.remat,
-        scan_unroll=cfg.scan_unroll)
+        scan_unroll=cfg.scan_unroll, attention_implementation=cfg.attention_implementation)
 
   def embedding_module(self) -> embeddings.TextEmbeddings:
     return self.embeddings if self.shared_embeddings is None else self.shared_embeddings
