@@ -5,12 +5,16 @@ r"""Where gpu_step.py's BERT-base step spends its GPU time: ours per XLA op, tor
 
 For each compute:attention variant, ours runs `--steps` steps under `jax.profiler.trace`;
 the trace's GPU plane ("XLA Ops" line) gives each optimized-HLO op's device time, summed
-over the steps (loops and calls left out: the ops inside them count). Ops are also grouped by kind (a fusion's kind is read from the optimized
-HLO: what its body does: dot, reduce, select, ...). Then transformers' model runs the
-same step under torch.profiler and its kernels are summed the same way. On a CPU the
-XLA thunks stand in for the GPU ops (as in profile_step.py). Writes
-$OUT/profile_<compute>_<attention>.md, its HLO, and $OUT/profile_torch_<compute>.md when
-$OUT is set.
+over the steps (loops and calls left out: the ops inside them count). Ops are also
+grouped by kind (a fusion's kind is read from the optimized HLO: what its body does: dot,
+reduce, scatter...). Then transformers' model runs the same step under torch.profiler
+and its kernels are summed the same way. On a CPU the XLA thunks stand in for the GPU ops
+(as in profile_step.py). Writes $OUT/profile_<compute>_<attention>.md, its HLO, and
+$OUT/profile_torch_<compute>.md when $OUT is set.
+
+Seen on an H200 (benchmarks/results/gpu_step.md): torch's side read its kernels; ours
+found no "XLA Ops" line in that first run, so the reader now falls back to the GPU
+plane's stream lines and names every line it saw, for the next GPU run to settle.
 """
 import argparse
 import collections
