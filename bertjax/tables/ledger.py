@@ -8,12 +8,14 @@ Before a run, `restore` writes those records back as done-markers, except for a 
 output a cell still to run needs (a pretraining whose fine-tunings are not all finished, the
 corpus of such a pretraining): that one runs again. Every cell is deterministic given its
 seed, so it rebuilds the same corpus (its WordPiece vocabulary too, since
-`vocab_training.train_wordpiece` numbers its pieces itself) and the same model. A corpus
-that still comes out differently (another library version) is reported by `record`.
+`vocab_training.train_wordpiece` numbers its pieces itself) and the same model. A cell that
+still comes out differently (another library version, another machine's arithmetic) is
+reported by `record`: a corpus by its vocabulary, any other cell by its held-out results.
 """
 import json
+import math
 import os
-from typing import Iterable
+from typing import Iterable, Optional
 
 from bertjax.tables import grid
 
@@ -32,23 +34,26 @@ def load(path: str) -> dict[str, dict]:
 def record(path: str, cells: Iterable[grid.Cell]) -> None:
   """Adds the record of every done cell in `cells` to the ledger at `path` (atomically).
 
-  A corpus rebuilt in a later sitting that differs from the one the ledger holds (another
-  vocabulary: the cells finished before were trained on the earlier one) is not silently
-  taken for it: the difference is printed, and the earlier build is kept in the new
-  record's `earlier_builds` (and its cell's marker), which the results file reports.
+  A cell run again in a later sitting (a corpus, or a pretraining or teacher whose output
+  unfinished cells needed) that differs from the record the ledger holds (another
+  vocabulary; held-out results apart by more than float noise) is not silently taken for
+  it: the cells finished before were made from the earlier one. The difference is printed,
+  and the earlier build is kept in the new record's `earlier_builds` (and its cell's
+  marker), which the results file reports.
   """
   entries = load(path)
   for cell in cells:
     if not cell.done():
       continue
     new, old = cell.record(), entries.get(cell.key)
-    if old is not None and "parts" in new:
+    before, after = _build(old or {}), _build(new)
+    if before is not None and after is not None:
       earlier = old.get("earlier_builds", [])
-      if not _same_build(old, new):
-        earlier = earlier + [_build(old)]
+      if not _same_build(before, after):
+        earlier = earlier + [before]
         print(f"WARNING: {cell.key} was rebuilt differently from the ledger's record "
-              f"({_build(old)} before, {_build(new)} now): cells finished in earlier "
-              "sittings were trained on the earlier build.", flush=True)
+              f"({before} before, {after} now): cells finished in earlier sittings were "
+              "made from the earlier build.", flush=True)
       if earlier and new.get("earlier_builds") != earlier:
         new["earlier_builds"] = earlier
         grid.atomic_json(cell.marker, new)
@@ -56,17 +61,40 @@ def record(path: str, cells: Iterable[grid.Cell]) -> None:
   grid.atomic_json(path, dict(sorted(entries.items())))
 
 
-def _build(rec: dict) -> dict:
-  """What identifies a corpus build: its vocabulary's digest (where recorded) and the
-  tokens it gives each part of the training text."""
-  return {**({"vocab_sha256": rec["vocab_sha256"]} if "vocab_sha256" in rec else {}),
-          "part_tokens": {p: v["tokens"] for p, v in rec["parts"]["train"].items()}}
+# Two runs of one command agree to this (relative) tolerance or are different builds: the
+# same seed on another machine or library version may move a loss in its last digits.
+RESULTS_RTOL = 1e-3
 
 
-def _same_build(a: dict, b: dict) -> bool:
-  if "vocab_sha256" in a and "vocab_sha256" in b:
-    return a["vocab_sha256"] == b["vocab_sha256"]
-  return _build(a)["part_tokens"] == _build(b)["part_tokens"]
+def _build(rec: dict) -> Optional[dict]:
+  """What identifies a cell's output, or None (nothing to compare): a corpus by its
+  vocabulary's digest (where recorded) and the tokens it gives each part of the training
+  text; another cell by its held-out results (`eval`, timings left out)."""
+  if "parts" in rec:
+    return {**({"vocab_sha256": rec["vocab_sha256"]} if "vocab_sha256" in rec else {}),
+            "part_tokens": {p: v["tokens"] for p, v in rec["parts"]["train"].items()}}
+  results = held_out_results(rec.get("eval"))
+  return {"eval": results} if results else None
+
+
+def held_out_results(value, prefix: str = "") -> dict[str, float]:
+  """The numbers under a record's `eval`, by their '/'-joined keys, without timings."""
+  if isinstance(value, dict):
+    return {k: v for key, sub in value.items() if "time" not in key
+            for k, v in held_out_results(sub, f"{prefix}{key}/").items()}
+  if isinstance(value, (int, float)) and not isinstance(value, bool):
+    return {prefix.rstrip("/"): value}
+  return {}
+
+
+def _same_build(before: dict, after: dict) -> bool:
+  if "eval" in before:
+    return before["eval"].keys() == after.get("eval", {}).keys() and all(
+        math.isclose(v, after["eval"][k], rel_tol=RESULTS_RTOL, abs_tol=1e-9)
+        for k, v in before["eval"].items())
+  if "vocab_sha256" in before and "vocab_sha256" in after:
+    return before["vocab_sha256"] == after["vocab_sha256"]
+  return before["part_tokens"] == after["part_tokens"]
 
 
 def restore(path: str, cells: list[grid.Cell]) -> list[str]:

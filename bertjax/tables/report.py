@@ -11,7 +11,7 @@ import os
 import re
 from typing import Optional
 
-from bertjax.tables import grid
+from bertjax.tables import grid, ledger
 from bertjax.tables.spec import Arm, Table, Task
 
 
@@ -82,6 +82,10 @@ def versus(reference: list[float], other: list[float]) -> str:
   diff, se = m1 - m0, math.sqrt(s0 ** 2 / len(reference) + s1 ** 2 / len(other))
   verdict = "within noise" if abs(diff) <= 2 * se else ("better" if diff > 0 else "worse")
   return f"{diff:+.1f} ± {se:.1f} ({verdict})"
+
+
+def _results_text(results: dict[str, float]) -> str:
+  return ", ".join(f"{k} {v:.5g}" for k, v in results.items())
 
 
 def _pretraining_rows(arms: tuple[Arm, ...], cells: list[grid.Cell]) -> list[str]:
@@ -163,6 +167,15 @@ def markdown(table: Table, scale_name: str, cells: list[grid.Cell], command: str
                 + (f", vocab.txt sha256 {build['vocab_sha256'][:12]}" if "vocab_sha256"
                    in build else "") + "): cells finished before the rebuild were trained "
                 "on the earlier one, so rows may mix the two."]
+  for cell in cells:
+    if cell.kind == "corpus" or not cell.done():
+      continue
+    record = cell.record()
+    for build in record.get("earlier_builds", []):
+      lines += ["", f"**{cell.key} was run again in a later sitting with other held-out "
+                f"results** (earlier: {_results_text(build['eval'])}; now: "
+                f"{_results_text(ledger.held_out_results(record.get('eval')))}): cells made from it before were made from the "
+                "earlier run, so rows may mix the two."]
   lines += ["", "## Arms", ""] + [
       f"- **{a.label}** (`{a.name}`): " + "; ".join(part for part in (
           " ".join(f"`{f}`" for f in a.gin_files + a.bindings + a.finetune_flags), a.note)

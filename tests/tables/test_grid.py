@@ -25,8 +25,9 @@ SCORES = {"a": (0.6, 0.7, 0.8), "b": (0.5, 0.5, 0.5)}
 class FakeCommands:
   """Writes what each real command would (results.json, metrics.jsonl, stats.json)."""
 
-  def __init__(self, fail=(), corpus_tokens=10):
+  def __init__(self, fail=(), corpus_tokens=10, mlm_accuracy=0.25):
     self.ran, self.fail, self.corpus_tokens = [], set(fail), corpus_tokens
+    self.mlm_accuracy = mlm_accuracy
 
   def __call__(self, cell, out):
     self.ran.append(cell.key)
@@ -39,7 +40,8 @@ class FakeCommands:
                                       "validation_tokens": 2,
                                       "parts": {"train": {"c4": {"tokens": tokens}}}}))
     elif cell.kind == "pretrain":
-      write("results.json", json.dumps({"step": 2, "eval": {"mlm_accuracy": 0.25}}))
+      write("results.json", json.dumps({"step": 2, "eval": {"mlm_accuracy": self.mlm_accuracy,
+                                                             "eval_time_s": len(self.ran)}}))
       row = {"split": "train", "steps_per_sec": 2.0, "tokens_per_sec": 256.0,
              "model_flops_per_sec": 256.0 * 1e6}
       write("metrics.jsonl", json.dumps(row) + "\n")
@@ -128,17 +130,25 @@ def test_a_fresh_machine_restores_finished_cells_from_the_ledger(tmp_path):
   assert "earlier_builds" not in ledger.load(book)["corpus"]
 
 
-def test_a_corpus_rebuilt_differently_is_reported_not_mixed_in_silently(tmp_path, capsys):
-  """A fresh machine that rebuilds the corpus and gets another one (a vocabulary trained
-  differently) says so, and the results file says which cells may mix the two builds."""
+def _two_sittings(tmp_path, first_commands, second_commands):
+  """The toy table run on one machine, then on a fresh one from the ledger: (ledger path,
+  the second machine's cells)."""
   book = str(tmp_path / "toy.cells.json")
   first = grid.cells(TABLE, "tiny", str(tmp_path / "machine1"))
-  grid.run(first, log=lambda m: None, execute=FakeCommands(fail={"pretrain/b"}),
+  grid.run(first, log=lambda m: None, execute=first_commands,
            on_done=lambda cell: ledger.record(book, [cell]))
   second = grid.cells(TABLE, "tiny", str(tmp_path / "machine2"))
   ledger.restore(book, second)
-  grid.run(second, log=lambda m: None, execute=FakeCommands(corpus_tokens=11),
+  grid.run(second, log=lambda m: None, execute=second_commands,
            on_done=lambda cell: ledger.record(book, [cell]))
+  return book, second
+
+
+def test_a_corpus_rebuilt_differently_is_reported_not_mixed_in_silently(tmp_path, capsys):
+  """A fresh machine that rebuilds the corpus and gets another one (a vocabulary trained
+  differently) says so, and the results file says which cells may mix the two builds."""
+  book, second = _two_sittings(tmp_path, FakeCommands(fail={"pretrain/b"}),
+                               FakeCommands(corpus_tokens=11))
   assert "WARNING: corpus was rebuilt differently" in capsys.readouterr().out
   corpus = ledger.load(book)["corpus"]
   assert corpus["train_tokens"] == 11
@@ -149,6 +159,31 @@ def test_a_corpus_rebuilt_differently_is_reported_not_mixed_in_silently(tmp_path
   assert second[0].record()["earlier_builds"] == [{"part_tokens": {"c4": 10}}]
   text = report.markdown(TABLE, "tiny", second, "cmd")
   assert "rebuilt in a later sitting with another vocabulary** (earlier build: 10 train" in text
+
+
+@pytest.mark.parametrize("rerun_accuracy, differs", [(0.25 * (1 + 1e-5), False), (0.3, True)])
+def test_a_pretraining_run_again_with_other_results_is_reported(tmp_path, capsys,
+                                                                rerun_accuracy, differs):
+  """A fresh machine pretrains arm b again for its unfinished fine-tuning; its seeds 0 and 1
+  were fine-tuned from the first sitting's model. A rerun that ends elsewhere (beyond float
+  noise; timings aside) is printed, kept in the ledger and named in the results file."""
+  sitting = FakeCommands(mlm_accuracy=rerun_accuracy)
+  book, second = _two_sittings(tmp_path, FakeCommands(fail={"finetune/b/sst2/seed2"}),
+                               sitting)
+  ledger.record(book, second)
+  assert sitting.ran == ["corpus", "pretrain/b", "finetune/b/sst2/seed2"]
+  warned = "WARNING: pretrain/b was rebuilt differently" in capsys.readouterr().out
+  entries = ledger.load(book)
+  text = report.markdown(TABLE, "tiny", second, "cmd")
+  assert warned == differs
+  assert ("**pretrain/b was run again in a later sitting" in text) == differs
+  assert all("earlier_builds" not in entries[k] for k in entries if k != "pretrain/b")
+  if differs:
+    assert entries["pretrain/b"]["earlier_builds"] == [{"eval": {"mlm_accuracy": 0.25}}]
+    assert second[2].record()["earlier_builds"] == entries["pretrain/b"]["earlier_builds"]
+    assert "(earlier: mlm_accuracy 0.25; now: mlm_accuracy 0.3)" in text
+  else:
+    assert "earlier_builds" not in entries["pretrain/b"]
 
 
 def test_a_changed_scale_is_refused_until_its_old_results_are_moved_aside(tmp_path, capsys):
