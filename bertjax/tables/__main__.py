@@ -8,7 +8,7 @@ results, `bertjax/tables/ledger.py`) on a fresh one. `--scale=paper` writes each
 gin file (OUT/<arm>.gin, for a TPU pod) and checks that it parses; a table that builds its
 own cells (no pretraining) gets its cells' commands instead, as one shell script
 (OUT/commands.sh), each checked against its module's flags; nothing runs.
-`python -m bertjax.tables --list` lists the tables.
+`python -m bertjax.tables --list [--scale=cpu]` lists the tables and how far each is.
 """
 import argparse
 import os
@@ -98,6 +98,20 @@ def stale_message(table, changed: list, out: str, ledger_file: str) -> str:
   return "\n".join(lines)
 
 
+def progress(table, scale: str) -> str:
+  """How far the table is at `scale`, from its ledger (any machine's sittings) and this
+  machine's done-markers: cells done, their recorded wall time, cells left."""
+  if scale not in table.scales or not table.scale(scale).runnable:
+    return f"{scale}: not run here"
+  cells = grid.cells(table, scale, default_out(table, scale))
+  entries = ledger.load(ledger.path_for(default_results(table, scale)))
+  done = [c for c in cells if c.key in entries or c.done()]
+  hours = sum((entries.get(c.key) or c.record() or {}).get("wall_s_all_attempts", 0)
+              for c in done) / 3600
+  return (f"{scale}: {len(done)} of {len(cells)} cells done ({hours:.1f} h recorded), "
+          f"{len(cells) - len(done)} left")
+
+
 def parse_args(argv):
   parser = argparse.ArgumentParser(prog="python -m bertjax.tables", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -115,7 +129,8 @@ def main(argv=None, execute=grid.run_command) -> int:
   args = parse_args(sys.argv[1:] if argv is None else argv)
   if args.list or not args.table:
     for name, table in sorted(catalog.TABLES.items()):
-      print(f"{name}: {table.title} (scales: {', '.join(table.scales)})")
+      print(f"{name}: {table.title} (scales: {', '.join(table.scales)})\n"
+            f"  {progress(table, args.scale)}")
     return 0
   table = catalog.get(args.table)
   scale = table.scale(args.scale)

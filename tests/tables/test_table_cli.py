@@ -44,6 +44,24 @@ def test_readme_lists_every_table_at_cpu_scale():
     assert "README.md" in source and f'"{table}"' in source, (table, test_file)
 
 
+def test_list_says_how_far_each_table_is_from_its_ledger(capsys):
+  """`--list` counts each table's finished cells at the CPU scale from the committed ledger
+  (a fresh machine has no done-markers), with the wall time they took."""
+  from bertjax.tables import catalog, ledger  # pylint: disable=g-import-not-at-top
+  assert tables_cli.main(["--list"]) == 0
+  text = capsys.readouterr().out
+  for name, table in catalog.TABLES.items():
+    cells = tables_cli.grid.cells(table, "cpu", tables_cli.default_out(table, "cpu"))
+    entries = ledger.load(ledger.path_for(tables_cli.default_results(table, "cpu")))
+    done = sum(c.key in entries or c.done() for c in cells)
+    assert f"{name}: {table.title}" in text
+    assert f"cpu: {done} of {len(cells)} cells done (" in text, (name, text)
+  # BERT Table 5 is finished, every cell in its ledger (about 6 hours of them).
+  hours = float(re.search(r"cpu: 40 of 40 cells done \((\d+\.\d) h recorded\), 0 left",
+                          text).group(1))
+  assert 3 < hours < 12
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("argv", [a for a in readme_table_commands()
                                   if a[0] not in RUN_ELSEWHERE], ids=lambda argv: argv[0])
