@@ -4,10 +4,12 @@ Pretrains every arm of TABLE, fine-tunes each on the table's tasks with several 
 writes the results (mean ± std over seeds, pretraining FLOPs and wall time, the exact
 commands) and a plot. Resumable: run the same command again after a kill or a timeout and
 finished cells are skipped, on this machine or (through the ledger committed beside the
-results, `bertjax/tables/ledger.py`) on a fresh one. `--scale=paper` writes each arm's pretraining config as one
-gin file (OUT/<arm>.gin, for a TPU pod) and checks that it parses; a table that builds its
-own cells (no pretraining) gets its cells' commands instead, as one shell script
-(OUT/commands.sh), each checked against its module's flags; nothing runs.
+results, `bertjax/tables/ledger.py`) on a fresh one. `--scale=paper` writes each arm's
+pretraining config as one gin file (OUT/<arm>.gin, for a TPU pod) and checks that it
+parses; a table that builds its own cells (no pretraining) gets its cells' commands
+instead, as one shell script (OUT/commands.sh), each checked against its module's flags;
+nothing runs. `--hours=H` ends the sitting after H hours (no cell starts later; the one
+running is stopped), exit status 3, so that a table can be built in fixed slots.
 `python -m bertjax.tables --list [--scale=cpu]` lists the tables and how far each is.
 """
 import argparse
@@ -15,6 +17,7 @@ import os
 import re
 import shlex
 import sys
+import time
 
 from bertjax import paths
 from bertjax.tables import catalog, grid, ledger, report
@@ -121,11 +124,18 @@ def parse_args(argv):
   parser.add_argument("--results", help="results markdown (default experiments/<paper>/...)")
   parser.add_argument("--report_only", action="store_true", help="only rewrite the results")
   parser.add_argument("--list", action="store_true", help="list the tables and exit")
+  parser.add_argument("--hours", type=float,
+                      help="this sitting's time limit: no cell starts after it, and the one "
+                           "running then is stopped (a pretraining resumes from its last "
+                           "checkpoint); run the same command again to go on")
   return parser.parse_args(argv)
 
 
 def main(argv=None, execute=grid.run_command) -> int:
-  """The command; `execute(cell, log_file)` runs one cell (default: its subprocess)."""
+  """The command; `execute(cell, log_file)` runs one cell (default: its subprocess).
+  Exit status: 0 the table is done, 1 a cell failed, 2 finished cells are stale, 3 the
+  sitting's `--hours` ran out first."""
+  start = time.time()
   args = parse_args(sys.argv[1:] if argv is None else argv)
   if args.list or not args.table:
     for name, table in sorted(catalog.TABLES.items()):
@@ -159,20 +169,28 @@ def main(argv=None, execute=grid.run_command) -> int:
   restored = ledger.restore(ledger_file, cells)
   if restored:
     log(f"{len(restored)} cells finished in earlier sittings ({ledger_file})")
-  status = {"failed": [], "blocked": []}
+  status = {"failed": [], "blocked": [], "out_of_time": []}
+  if args.hours is not None and args.hours <= 0:
+    raise ValueError(f"--hours={args.hours}: give a positive time limit for this sitting.")
   if not args.report_only:
     status = grid.run(cells, log=log, execute=execute,
                       on_done=lambda cell: ledger.record(ledger_file, [cell]),
-                      table_out=out)
+                      table_out=out,
+                      deadline=None if args.hours is None else start + args.hours * 3600)
   ledger.record(ledger_file, cells)
   plot = (table.plot or report.plot_scores)(table, args.scale, cells,
                                             os.path.splitext(results)[0] + ".png")
   with open(results, "w") as f:
     f.write(report.markdown(table, args.scale, cells, command, plot))
   print(f"[{table.name}] results: {results}" + (f", plot: {plot}" if plot else ""))
-  if status["failed"] or status["blocked"]:
+  if status["failed"]:
     print(f"[{table.name}] failed: {status['failed']}; waiting on them: {status['blocked']}")
     return 1
+  if status["out_of_time"]:
+    left = len(status["out_of_time"]) + len(status["blocked"])
+    print(f"[{table.name}] the sitting's {args.hours:g} h are spent; {left} cells left. "
+          f"Run the same command again to go on: {command}")
+    return 3
   return 0
 
 

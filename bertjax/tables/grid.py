@@ -310,9 +310,10 @@ def _legacy_recipe(cell: Cell, command: str, out: str) -> str:
 
 def run_cell(cell: Cell, log: Callable[[str], None] = print,
              execute: Callable[..., object] = run_command,
-             table_out: Optional[str] = None) -> bool:
-  """Runs one cell (`execute(cell, log_file)` -> exit status) and marks it done on success
-  (recording its recipe when the table's folder `table_out` is given)."""
+             table_out: Optional[str] = None, timeout: Optional[float] = None) -> bool:
+  """Runs one cell (`execute(cell, log_file)` -> exit status, or 'timeout' when given
+  `timeout` seconds and stopped there) and marks it done on success (recording its recipe
+  when the table's folder `table_out` is given)."""
   if cell.fresh:
     shutil.rmtree(cell.directory, ignore_errors=True)
   os.makedirs(cell.directory, exist_ok=True)
@@ -320,10 +321,14 @@ def run_cell(cell: Cell, log: Callable[[str], None] = print,
   with open(os.path.join(cell.directory, LOG), "a") as out:
     out.write(f"\n$ {' '.join(cell.command)}\n")
     out.flush()
-    rc = execute(cell, out)
+    rc = execute(cell, out) if timeout is None else execute(cell, out, timeout=timeout)
   attempt = {"start": start, "wall_s": time.time() - start, "rc": rc}
   with open(os.path.join(cell.directory, ATTEMPTS), "a") as f:
     f.write(json.dumps(attempt) + "\n")
+  if rc == "timeout":
+    log(f"STOPPED {cell.key} at the sitting's time limit after {attempt['wall_s']:.0f} s"
+        + (" (it resumes from its last checkpoint)" if cell.kind == "pretrain" else ""))
+    return False
   if rc != 0:
     log(f"FAILED {cell.key} (exit {rc} after {attempt['wall_s']:.0f} s); "
         f"log: {os.path.join(cell.directory, LOG)}")
@@ -342,12 +347,15 @@ def run_cell(cell: Cell, log: Callable[[str], None] = print,
 def run(all_cells: list[Cell], log: Callable[[str], None] = print,
         execute: Callable[..., object] = run_command,
         on_done: Callable[[Cell], None] = lambda cell: None,
-        table_out: Optional[str] = None) -> dict[str, list[str]]:
+        table_out: Optional[str] = None,
+        deadline: Optional[float] = None) -> dict[str, list[str]]:
   """Runs every cell not yet done whose prerequisites are done, calling `on_done(cell)`
   after each success (each done-marker records the cell's recipe when the table's folder
-  `table_out` is given); returns the keys {'skipped': ..., 'ran': ..., 'failed': ...,
-  'blocked': ...}."""
-  status = {"skipped": [], "ran": [], "failed": [], "blocked": []}
+  `table_out` is given). With a `deadline` (a `time.time()`), no cell starts after it and
+  the one running then is stopped (`execute` gets `timeout=`). Returns the keys
+  {'skipped': ..., 'ran': ..., 'failed': ..., 'blocked': ..., 'out_of_time': ...}: the
+  last are the cells stopped at the deadline or not started for it."""
+  status = {"skipped": [], "ran": [], "failed": [], "blocked": [], "out_of_time": []}
   by_key = {c.key: c for c in all_cells}
   for cell in all_cells:
     if cell.done():
@@ -356,10 +364,16 @@ def run(all_cells: list[Cell], log: Callable[[str], None] = print,
     if not all(by_key[k].done() for k in cell.needs):
       status["blocked"].append(cell.key)
       continue
+    left = None if deadline is None else deadline - time.time()
+    if left is not None and left <= 0:
+      status["out_of_time"].append(cell.key)
+      continue
     log(f"running {cell.key}")
-    if run_cell(cell, log, execute, table_out):
+    if run_cell(cell, log, execute, table_out, timeout=left):
       status["ran"].append(cell.key)
       on_done(cell)
+    elif deadline is not None and time.time() >= deadline:
+      status["out_of_time"].append(cell.key)
     else:
       status["failed"].append(cell.key)
   return status

@@ -29,7 +29,7 @@ class FakeCommands:
     self.ran, self.fail, self.corpus_tokens = [], set(fail), corpus_tokens
     self.mlm_accuracy = mlm_accuracy
 
-  def __call__(self, cell, out):
+  def __call__(self, cell, out, timeout=None):  # the commands take no time
     self.ran.append(cell.key)
     if cell.key in self.fail:
       return 1
@@ -210,6 +210,63 @@ def test_a_changed_scale_is_refused_until_its_old_results_are_moved_aside(tmp_pa
     os.rename(tmp_path / "toy.cells.json", tmp_path / "old.cells.json")
     fake = FakeCommands()
     assert cli.main(args, execute=fake) == 0 and "pretrain/a" in fake.ran
+
+
+def test_a_sitting_ends_at_its_time_limit_and_the_next_goes_on(tmp_path):
+  """With a deadline no cell starts after it and the running one gets the time left as its
+  timeout (a clock the fake commands advance); stopped cells are not failures, and the
+  next sitting runs exactly what is left."""
+  clock = [1000.0]
+  given = {}
+
+  class Timed(FakeCommands):
+    def __call__(self, cell, out, timeout=None):
+      given[cell.key] = timeout
+      if timeout is not None and timeout < 10:  # a command needs 10 s of the fake clock
+        clock[0] += timeout
+        return "timeout"
+      clock[0] += 10
+      return super().__call__(cell, out)
+
+  cells = grid.cells(TABLE, "tiny", str(tmp_path))
+  with mock.patch.object(grid.time, "time", lambda: clock[0]):
+    status = grid.run(cells, log=lambda m: None, execute=Timed(), deadline=1025.0)
+  assert given == {"corpus": 25.0, "pretrain/a": 15.0, "pretrain/b": 5.0}
+  assert status["ran"] == ["corpus", "pretrain/a"] and status["failed"] == []
+  assert status["out_of_time"] == ["pretrain/b"] + [f"finetune/a/sst2/seed{s}" for s in range(3)]
+  assert status["blocked"] == [f"finetune/b/sst2/seed{s}" for s in range(3)]
+  assert not cells[2].done()
+  later = FakeCommands()
+  status = grid.run(cells, log=lambda m: None, execute=later)
+  assert later.ran == ["pretrain/b"] + [f"finetune/{a}/sst2/seed{s}" for a in "ab"
+                                        for s in range(3)]
+  assert status["out_of_time"] == [] and status["skipped"] == ["corpus", "pretrain/a"]
+
+
+def test_a_command_past_its_timeout_is_stopped(tmp_path):
+  cell = grid.Cell("pretrain/a", "pretrain", str(tmp_path / "a"),
+                   ("python", "-c", "import time; time.sleep(60)"))
+  os.makedirs(cell.directory)
+  with open(tmp_path / "log", "w") as out:
+    assert grid.run_command(cell, out, timeout=1) == "timeout"
+  logged = []
+  assert not grid.run_cell(cell, logged.append, timeout=1)
+  assert logged[0].startswith("STOPPED pretrain/a at the sitting's time limit after 1 s (it "
+                              "resumes from its last checkpoint)") and not cell.done()
+
+
+def test_hours_ends_the_sitting_with_its_own_exit_status(tmp_path, capsys):
+  from bertjax.tables import __main__ as cli, catalog
+  args = ["toy", "--scale=tiny", f"--out={tmp_path / 'out'}", f"--results={tmp_path / 'r.md'}"]
+  with mock.patch.dict(catalog.TABLES, {"toy": TABLE}):
+    fake = FakeCommands()
+    assert cli.main(args + ["--hours=1e-9"], execute=fake) == 3
+    assert fake.ran == []
+    assert "the sitting's 1e-09 h are spent; 9 cells left. Run the same command again to " \
+        "go on: python -m bertjax.tables toy --scale=tiny" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="--hours=0.0: give a positive time limit"):
+      cli.main(args + ["--hours=0"], execute=fake)
+    assert cli.main(args + ["--hours=1"], execute=fake) == 0 and len(fake.ran) == 9
 
 
 def test_versus_calls_small_differences_noise():
