@@ -137,6 +137,8 @@ def main(argv=None, execute=grid.run_command) -> int:
   sitting's `--hours` ran out first."""
   start = time.time()
   args = parse_args(sys.argv[1:] if argv is None else argv)
+  if args.hours is not None and args.hours <= 0:
+    raise ValueError(f"--hours={args.hours}: give a positive time limit for this sitting.")
   if args.list or not args.table:
     for name, table in sorted(catalog.TABLES.items()):
       print(f"{name}: {table.title} (scales: {', '.join(table.scales)})\n"
@@ -170,8 +172,6 @@ def main(argv=None, execute=grid.run_command) -> int:
   if restored:
     log(f"{len(restored)} cells finished in earlier sittings ({ledger_file})")
   status = {"failed": [], "blocked": [], "out_of_time": []}
-  if args.hours is not None and args.hours <= 0:
-    raise ValueError(f"--hours={args.hours}: give a positive time limit for this sitting.")
   if not args.report_only:
     status = grid.run(cells, log=log, execute=execute,
                       on_done=lambda cell: ledger.record(ledger_file, [cell]),

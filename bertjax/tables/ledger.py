@@ -88,10 +88,11 @@ def held_out_results(value, prefix: str = "") -> dict[str, float]:
 
 
 def _same_build(before: dict, after: dict) -> bool:
-  if "eval" in before:
-    return before["eval"].keys() == after.get("eval", {}).keys() and all(
-        math.isclose(v, after["eval"][k], rel_tol=RESULTS_RTOL, abs_tol=1e-9)
-        for k, v in before["eval"].items())
+  if "eval" in before:  # the metrics both report (a later version may report more)
+    shared = before["eval"].keys() & after.get("eval", {}).keys()
+    return bool(shared) and all(
+        math.isclose(before["eval"][k], after["eval"][k], rel_tol=RESULTS_RTOL, abs_tol=1e-9)
+        for k in shared)
   if "vocab_sha256" in before and "vocab_sha256" in after:
     return before["vocab_sha256"] == after["vocab_sha256"]
   return before["part_tokens"] == after["part_tokens"]

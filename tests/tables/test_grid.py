@@ -25,9 +25,9 @@ SCORES = {"a": (0.6, 0.7, 0.8), "b": (0.5, 0.5, 0.5)}
 class FakeCommands:
   """Writes what each real command would (results.json, metrics.jsonl, stats.json)."""
 
-  def __init__(self, fail=(), corpus_tokens=10, mlm_accuracy=0.25):
+  def __init__(self, fail=(), corpus_tokens=10, mlm_accuracy=0.25, more_metrics=None):
     self.ran, self.fail, self.corpus_tokens = [], set(fail), corpus_tokens
-    self.mlm_accuracy = mlm_accuracy
+    self.mlm_accuracy, self.more_metrics = mlm_accuracy, more_metrics or {}
 
   def __call__(self, cell, out, timeout=None):  # the commands take no time
     self.ran.append(cell.key)
@@ -41,7 +41,8 @@ class FakeCommands:
                                       "parts": {"train": {"c4": {"tokens": tokens}}}}))
     elif cell.kind == "pretrain":
       write("results.json", json.dumps({"step": 2, "eval": {"mlm_accuracy": self.mlm_accuracy,
-                                                             "eval_time_s": len(self.ran)}}))
+                                                             "eval_time_s": len(self.ran),
+                                                             **self.more_metrics}}))
       row = {"split": "train", "steps_per_sec": 2.0, "tokens_per_sec": 256.0,
              "model_flops_per_sec": 256.0 * 1e6}
       write("metrics.jsonl", json.dumps(row) + "\n")
@@ -161,13 +162,15 @@ def test_a_corpus_rebuilt_differently_is_reported_not_mixed_in_silently(tmp_path
   assert "rebuilt in a later sitting with another vocabulary** (earlier build: 10 train" in text
 
 
-@pytest.mark.parametrize("rerun_accuracy, differs", [(0.25 * (1 + 1e-5), False), (0.3, True)])
-def test_a_pretraining_run_again_with_other_results_is_reported(tmp_path, capsys,
-                                                                rerun_accuracy, differs):
+@pytest.mark.parametrize("rerun_accuracy, more_metrics, differs", [
+    (0.25 * (1 + 1e-5), None, False), (0.25, {"mlm_loss": 6.0}, False), (0.3, None, True)])
+def test_a_pretraining_run_again_with_other_results_is_reported(
+    tmp_path, capsys, rerun_accuracy, more_metrics, differs):
   """A fresh machine pretrains arm b again for its unfinished fine-tuning; its seeds 0 and 1
   were fine-tuned from the first sitting's model. A rerun that ends elsewhere (beyond float
-  noise; timings aside) is printed, kept in the ledger and named in the results file."""
-  sitting = FakeCommands(mlm_accuracy=rerun_accuracy)
+  noise; timings aside, and metrics only a later version reports) is printed, kept in the
+  ledger and named in the results file."""
+  sitting = FakeCommands(mlm_accuracy=rerun_accuracy, more_metrics=more_metrics)
   book, second = _two_sittings(tmp_path, FakeCommands(fail={"finetune/b/sst2/seed2"}),
                                sitting)
   ledger.record(book, second)
