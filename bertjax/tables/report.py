@@ -88,6 +88,20 @@ def _results_text(results: dict[str, float]) -> str:
   return ", ".join(f"{k} {v:.5g}" for k, v in results.items())
 
 
+def _rebuild_note(key: str, build: dict, record: dict) -> str:
+  """What results.md says of a cell whose rerun differed from its earlier `build`."""
+  if "part_tokens" in build:  # a corpus
+    return ("**The corpus was rebuilt in a later sitting with another vocabulary** "
+            f"(earlier build: {sum(build['part_tokens'].values()):,} train tokens"
+            + (f", vocab.txt sha256 {build['vocab_sha256'][:12]}" if "vocab_sha256" in build
+               else "") + "): cells finished before the rebuild were trained on the earlier "
+            "one, so rows may mix the two.")
+  now = _results_text(ledger.held_out_results(record.get("eval")))
+  return (f"**{key} was run again in a later sitting with other held-out results** "
+          f"(earlier: {_results_text(build['eval'])}; now: {now}): cells made from it "
+          "before were made from the earlier run, so rows may mix the two.")
+
+
 def _pretraining_rows(arms: tuple[Arm, ...], cells: list[grid.Cell]) -> list[str]:
   rows = ["| arm | steps | tokens | FLOPs | FLOPs/token | wall (all attempts) | held-out |",
           "|---|---:|---:|---:|---:|---:|---|"]
@@ -161,21 +175,10 @@ def markdown(table: Table, scale_name: str, cells: list[grid.Cell], command: str
               f"{rec['vocab_size']:,} (bertjax/tables/corpus.py): "
               + ", ".join(f"{p} {v['tokens']:,}" for p, v in rec["parts"]["train"].items())
               + "."]
-    for build in rec.get("earlier_builds", []):
-      lines += ["", "**The corpus was rebuilt in a later sitting with another vocabulary** "
-                f"(earlier build: {sum(build['part_tokens'].values()):,} train tokens"
-                + (f", vocab.txt sha256 {build['vocab_sha256'][:12]}" if "vocab_sha256"
-                   in build else "") + "): cells finished before the rebuild were trained "
-                "on the earlier one, so rows may mix the two."]
-  for cell in cells:
-    if cell.kind == "corpus" or not cell.done():
-      continue
-    record = cell.record()
+  for cell in cells:  # cells run again in a later sitting that came out otherwise
+    record = cell.record() or {}
     for build in record.get("earlier_builds", []):
-      lines += ["", f"**{cell.key} was run again in a later sitting with other held-out "
-                f"results** (earlier: {_results_text(build['eval'])}; now: "
-                f"{_results_text(ledger.held_out_results(record.get('eval')))}): cells made from it before were made from the "
-                "earlier run, so rows may mix the two."]
+      lines += ["", _rebuild_note(cell.key, build, record)]
   lines += ["", "## Arms", ""] + [
       f"- **{a.label}** (`{a.name}`): " + "; ".join(part for part in (
           " ".join(f"`{f}`" for f in a.gin_files + a.bindings + a.finetune_flags), a.note)
