@@ -310,10 +310,11 @@ def _legacy_recipe(cell: Cell, command: str, out: str) -> str:
 
 def run_cell(cell: Cell, log: Callable[[str], None] = print,
              execute: Callable[..., object] = run_command,
-             table_out: Optional[str] = None, timeout: Optional[float] = None) -> bool:
+             table_out: Optional[str] = None, timeout: Optional[float] = None) -> str:
   """Runs one cell (`execute(cell, log_file)` -> exit status, or 'timeout' when given
   `timeout` seconds and stopped there) and marks it done on success (recording its recipe
-  when the table's folder `table_out` is given)."""
+  when the table's folder `table_out` is given). Returns 'ran', 'failed' or 'out_of_time'
+  (stopped by its timeout: a cell that fails on its own near the limit is 'failed')."""
   if cell.fresh:
     shutil.rmtree(cell.directory, ignore_errors=True)
   os.makedirs(cell.directory, exist_ok=True)
@@ -328,11 +329,11 @@ def run_cell(cell: Cell, log: Callable[[str], None] = print,
   if rc == "timeout":
     log(f"STOPPED {cell.key} at the sitting's time limit after {attempt['wall_s']:.0f} s"
         + (" (it resumes from its last checkpoint)" if cell.kind == "pretrain" else ""))
-    return False
+    return "out_of_time"
   if rc != 0:
     log(f"FAILED {cell.key} (exit {rc} after {attempt['wall_s']:.0f} s); "
         f"log: {os.path.join(cell.directory, LOG)}")
-    return False
+    return "failed"
   attempts = _attempts(cell)
   atomic_json(cell.marker, {
       "key": cell.key, "command": " ".join(cell.command),
@@ -341,7 +342,7 @@ def run_cell(cell: Cell, log: Callable[[str], None] = print,
       "wall_s_all_attempts": sum(a["wall_s"] for a in attempts), "attempts": len(attempts),
       "finished": time.time(), **RECORDS[cell.kind](cell.directory)})
   log(f"done {cell.key} in {attempt['wall_s']:.0f} s")
-  return True
+  return "ran"
 
 
 def run(all_cells: list[Cell], log: Callable[[str], None] = print,
@@ -369,11 +370,8 @@ def run(all_cells: list[Cell], log: Callable[[str], None] = print,
       status["out_of_time"].append(cell.key)
       continue
     log(f"running {cell.key}")
-    if run_cell(cell, log, execute, table_out, timeout=left):
-      status["ran"].append(cell.key)
+    outcome = run_cell(cell, log, execute, table_out, timeout=left)
+    status[outcome].append(cell.key)
+    if outcome == "ran":
       on_done(cell)
-    elif deadline is not None and time.time() >= deadline:
-      status["out_of_time"].append(cell.key)
-    else:
-      status["failed"].append(cell.key)
   return status

@@ -246,6 +246,23 @@ def test_a_sitting_ends_at_its_time_limit_and_the_next_goes_on(tmp_path):
   assert status["out_of_time"] == [] and status["skipped"] == ["corpus", "pretrain/a"]
 
 
+def test_a_cell_failing_on_its_own_at_the_deadline_is_a_failure(tmp_path):
+  """Only a cell its timeout stopped is out of time; one that exits non-zero, even with the
+  deadline passed meanwhile, is reported as failed (its log says why)."""
+  clock = [1000.0]
+
+  def crashes_late(cell, out, timeout=None):
+    clock[0] += 60
+    return 1
+
+  cells = grid.cells(TABLE, "tiny", str(tmp_path))
+  with mock.patch.object(grid.time, "time", lambda: clock[0]):
+    status = grid.run(cells, log=lambda m: None, execute=crashes_late, deadline=1030.0)
+  assert status["failed"] == ["corpus"] and status["ran"] == []
+  assert status["out_of_time"] == []
+  assert status["blocked"] == [c.key for c in cells[1:]]
+
+
 def test_a_command_past_its_timeout_is_stopped(tmp_path):
   cell = grid.Cell("pretrain/a", "pretrain", str(tmp_path / "a"),
                    ("python", "-c", "import time; time.sleep(60)"))
@@ -253,7 +270,7 @@ def test_a_command_past_its_timeout_is_stopped(tmp_path):
   with open(tmp_path / "log", "w") as out:
     assert grid.run_command(cell, out, timeout=1) == "timeout"
   logged = []
-  assert not grid.run_cell(cell, logged.append, timeout=1)
+  assert grid.run_cell(cell, logged.append, timeout=1) == "out_of_time"
   assert logged[0].startswith("STOPPED pretrain/a at the sitting's time limit after 1 s (it "
                               "resumes from its last checkpoint)") and not cell.done()
 
