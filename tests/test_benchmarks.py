@@ -2,6 +2,7 @@
 one round appended: the side-by-side train step and the GPU script (on CPU here, which
 skips the cudnn row), each writing its markdown table; and the GPU profile, which on a CPU
 reads the XLA thunks in place of GPU ops."""
+import re
 import shlex
 import sys
 
@@ -42,6 +43,9 @@ def test_side_by_side_writes_its_table(tmp_path, capsys):
   assert [r.split(" | ")[0] for r in rows[1:]] == [
       "| bert-mini/mp20", "| electra-small/mp20/unroll", "| t5-small"]
   assert "ours / torch" in capsys.readouterr().out
+  # Both libraries' matmul rates, measured in the same rounds, and how they compare.
+  assert re.search(r"JAX \d+ GFLOP/s, torch \d+ GFLOP/s \(JAX / torch \d+\.\d\d\)",
+                   out.read_text()), out.read_text()
 
 
 @pytest.mark.slow
