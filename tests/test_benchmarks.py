@@ -1,17 +1,20 @@
 """The README's benchmark commands (## Performance), run as written with tiny models and
-one round appended: the side-by-side train step and the GPU script (on CPU here, which
-skips the cudnn row), each writing its markdown table; and the GPU profile, which on a CPU
+one round appended: the side-by-side train step, the GEMM rates (sizes divided by 16) and
+the GPU script (on CPU here, which skips the cudnn row), each writing its markdown table; and the GPU profile, which on a CPU
 reads the XLA thunks in place of GPU ops."""
 import re
 import shlex
 import sys
 
+import numpy as np
 import pytest
+import torch
 
 from bertjax import paths
 from tests import test_readme
 
 sys.path.insert(0, str(paths.REPO_ROOT / "benchmarks"))
+import gemm_rates  # noqa: E402
 import gpu_profile  # noqa: E402
 import gpu_step  # noqa: E402
 import profile_step  # noqa: E402
@@ -21,6 +24,7 @@ README = "README.md"  # the commands below are read from it
 TINY = {"python benchmarks/side_by_side.py": [
             "--tiny", "--cases=bert-mini/mp20,electra-small/mp20/unroll,t5-small", "--rounds=1",
             "--batch_size=8", "--sequence_length=16", "--matmul_size=64"],
+        "python benchmarks/gemm_rates.py": ["--scale=16", "--rounds=1"],
         "python benchmarks/profile_step.py": [
             "--case=bert-mini", "--tiny", "--steps=1", "--top=5", "--batch_size=8",
             "--sequence_length=16"],
@@ -46,6 +50,40 @@ def test_side_by_side_writes_its_table(tmp_path, capsys):
   # Both libraries' matmul rates, measured in the same rounds, and how they compare.
   assert re.search(r"JAX \d+ GFLOP/s, torch \d+ GFLOP/s \(JAX / torch \d+\.\d\d\)",
                    out.read_text()), out.read_text()
+
+
+def test_gemm_rates_compares_every_product_both_ways(tmp_path):
+  out = tmp_path / "gemm.md"
+  gemm_rates.main(_readme_args("python benchmarks/gemm_rates.py")
+                  + TINY["python benchmarks/gemm_rates.py"] + [f"--out={out}"])
+  rows = [l.split(" | ") for l in out.read_text().splitlines()
+          if l.startswith("| ") and "---" not in l][1:]
+  assert [r[0][2:] for r in rows] == [name for name, *_ in gemm_rates.shapes()]
+  for row in rows:  # every rate measured and positive; each ratio is its two rates'
+    jax_f32, torch_f32, ratio_f32, jax_bf16, torch_bf16 = map(float, row[2:7])
+    assert min(jax_f32, torch_f32, jax_bf16, torch_bf16) > 0
+    # Rates print to 3 figures and ratios to 2 decimals.
+    assert ratio_f32 == pytest.approx(jax_f32 / torch_f32, rel=0.03, abs=0.006)
+  assert "JAX / torch time ratio" in out.read_text()
+
+
+def test_gemm_shapes_are_a_bert_base_step_s_products():
+  """Each projection's three forms: forward X @ W, dX = dY @ W^T and dW = X^T @ dY, with
+  M x K x N as those operands give them; both libraries compute each form as numpy does."""
+  by_name = {name: (form, m, k, n) for name, form, m, k, n in gemm_rates.shapes()}
+  for layer in ("attention projection", "FFN in", "FFN out"):
+    _, m, k, n = by_name[layer]
+    assert by_name[layer + " dX"] == ("nt", m, n, k)
+    assert by_name[layer + " dW"] == ("tn", k, m, n)
+  numpy_form = {"nn": lambda a, b: a @ b, "nt": lambda a, b: a @ b.T, "tn": lambda a, b: a.T @ b}
+  for _, form, m, k, n in gemm_rates.shapes(scale=16):
+    a, b = gemm_rates.operands(form, m, k, n)
+    want = numpy_form[form](a.astype(np.float64), b.astype(np.float64))
+    assert want.shape == (m, n)
+    np.testing.assert_allclose(gemm_rates.jax_product(form)(a, b), want, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(
+        gemm_rates.torch_product(form)(torch.from_numpy(a), torch.from_numpy(b)).numpy(),
+        want, rtol=1e-4, atol=1e-3)
 
 
 @pytest.mark.slow

@@ -104,6 +104,7 @@ RUN_ELSEWHERE = {
     "bertjax.analysis": "tests/analysis/test_cli.py",
     "bertjax.tables": "tests/tables/test_table_cli.py",
     "python benchmarks/side_by_side.py": "tests/test_benchmarks.py",
+    "python benchmarks/gemm_rates.py": "tests/test_benchmarks.py",
     "python benchmarks/profile_step.py": "tests/test_benchmarks.py",
     "python benchmarks/gpu_step.py": "tests/test_benchmarks.py",
 }
