@@ -278,10 +278,10 @@ def measure(case: Case, rounds: int, matmul) -> dict:
                             else torch.as_tensor(v) for k, v in case.batch.items()})
   ours.run()
   theirs()
-  times = {"ours": [], "theirs": [], "matmul": [], "torch_matmul": []}
+  times = {"ours": [], "theirs": [], "jax_matmul": [], "torch_matmul": []}
   for _ in range(rounds):
     for library, seconds in matmul().items():
-      times["matmul" if library == "jax" else "torch_matmul"].append(seconds)
+      times[f"{library}_matmul"].append(seconds)
     times["ours"].append(timed(ours.run))
     times["theirs"].append(timed(theirs))
   med = {k: statistics.median(v) for k, v in times.items()}
@@ -317,8 +317,7 @@ def main(argv=None):
     case = make_case(name.strip(), args.batch_size, args.sequence_length,
                      tiny_overrides(name) if args.tiny else {})
     r = measure(case, args.rounds, matmul)
-    rate = {lib: 2 * args.matmul_size ** 3 / r[key]
-            for lib, key in (("jax", "matmul"), ("torch", "torch_matmul"))}
+    rate = {lib: 2 * args.matmul_size ** 3 / r[f"{lib}_matmul"] for lib in rates}
     for lib in rates:
       rates[lib].append(rate[lib])
     share = lambda s, lib: f"{r['model_flops'] / s / rate[lib]:.0%}"
