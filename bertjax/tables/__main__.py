@@ -13,6 +13,7 @@ running is stopped), exit status 3, so that a table can be built in fixed slots.
 `python -m bertjax.tables --list [--scale=cpu]` lists the tables and how far each is.
 """
 import argparse
+import functools
 import os
 import re
 import shlex
@@ -131,8 +132,9 @@ def parse_args(argv):
   return parser.parse_args(argv)
 
 
-def main(argv=None, execute=grid.run_command) -> int:
-  """The command; `execute(cell, log_file)` runs one cell (default: its subprocess).
+def main(argv=None, execute=None) -> int:
+  """The command; `execute(cell, log_file)` runs one cell (default: its subprocess, with the
+  table folder's compilation cache).
   Exit status: 0 the table is done, 1 a cell failed, 2 finished cells are stale, 3 the
   sitting's `--hours` ran out first."""
   start = time.time()
@@ -160,6 +162,8 @@ def main(argv=None, execute=grid.run_command) -> int:
     print("Wrote and parsed:\n  " + "\n  ".join(files))
     return 0
   cells = grid.cells(table, args.scale, out)
+  execute = execute or functools.partial(
+      grid.run_command, compilation_cache=os.path.join(out, grid.COMPILATION_CACHE))
   results = os.path.abspath(args.results or default_results(table, args.scale))
   os.makedirs(os.path.dirname(results), exist_ok=True)
   log = lambda m: print(f"[{table.name}] {m}", flush=True)

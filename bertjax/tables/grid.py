@@ -38,6 +38,10 @@ LOG = "cell.log"
 # A pretraining's step folders: <model_dir>/checkpoints/<step> (bertjax.checkpoints.RUN_SUBDIR,
 # named here so that the runner does not load JAX).
 CHECKPOINTS = "checkpoints"
+# The table folder's JAX compilation cache, shared by its cells: seeds and arms of one size
+# compile the same programs, and a cache hit skips XLA's compile (about 35 of a 90 s SST-2
+# fine-tuning on 2 CPU cores) while running the very same executable.
+COMPILATION_CACHE = "xla_cache"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,10 +268,15 @@ def _attempts(cell: Cell) -> list[dict]:
     return [json.loads(line) for line in f if line.strip()]
 
 
-def run_command(cell: Cell, out, timeout: Optional[float] = None):
-  """Runs the cell's command from the repository root, output to `out`; its exit status."""
+def run_command(cell: Cell, out, timeout: Optional[float] = None,
+                compilation_cache: Optional[str] = None):
+  """Runs the cell's command from the repository root, output to `out`; its exit status.
+  With `compilation_cache`, the command keeps JAX's compiled programs there (unless the
+  environment names its own JAX_COMPILATION_CACHE_DIR)."""
   env = {**os.environ, "PYTHONPATH": os.pathsep.join(
       [str(paths.REPO_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+  if compilation_cache and not env.get("JAX_COMPILATION_CACHE_DIR"):
+    env["JAX_COMPILATION_CACHE_DIR"] = compilation_cache
   try:
     return subprocess.run((sys.executable,) + cell.command[1:], cwd=paths.REPO_ROOT, env=env,
                           stdout=out, stderr=subprocess.STDOUT, timeout=timeout,

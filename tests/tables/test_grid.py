@@ -380,3 +380,44 @@ def test_every_arm_pretraining_config_parses_and_builds_its_model(cell):
         assert configurables.build_model() is not None
   finally:
     gin.clear_config()
+
+
+def test_cells_share_the_table_folders_compilation_cache(tmp_path, monkeypatch):
+  """A command run with `compilation_cache` keeps its compiled programs there: the second
+  run of the same program finds it (JAX's persistent cache, given through the environment);
+  a cache the user names wins."""
+  program = ("import jax, jax.numpy as jnp; "
+             "jax.jit(lambda x: jnp.sin(x) @ x.T)(jnp.ones((64, 64))).block_until_ready(); "
+             "print('cache', jax.config.jax_compilation_cache_dir)")
+  cell = grid.Cell("speed/a", "speed", str(tmp_path / "a"), ("python", "-c", program))
+  os.makedirs(cell.directory)
+  cache = tmp_path / "out" / grid.COMPILATION_CACHE
+  monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+  monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+  with open(tmp_path / "log", "w") as out:
+    assert grid.run_command(cell, out, compilation_cache=str(cache)) == 0
+  entries = os.listdir(cache)
+  assert any(e.startswith("jit_") for e in entries), entries
+  assert f"cache {cache}" in (tmp_path / "log").read_text()
+  mine = tmp_path / "mine"
+  monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(mine))
+  with open(tmp_path / "log", "w") as out:
+    assert grid.run_command(cell, out, compilation_cache=str(cache)) == 0
+  assert f"cache {mine}" in (tmp_path / "log").read_text() and os.listdir(mine)
+  assert sorted(os.listdir(cache)) == sorted(entries)
+
+
+def test_the_command_gives_its_cells_the_table_folders_cache(tmp_path, monkeypatch):
+  from bertjax.tables import __main__ as cli, catalog
+  given = []
+
+  def run_command(cell, out, timeout=None, compilation_cache=None):
+    given.append(compilation_cache)
+    return FakeCommands()(cell, out)
+
+  monkeypatch.setattr(grid, "run_command", run_command)
+  out = tmp_path / "out"
+  with mock.patch.dict(catalog.TABLES, {"toy": TABLE}):
+    assert cli.main(["toy", "--scale=tiny", f"--out={out}",
+                     f"--results={tmp_path / 'toy.md'}"]) == 0
+  assert given and set(given) == {str(out / grid.COMPILATION_CACHE)}
