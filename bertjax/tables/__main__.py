@@ -129,6 +129,10 @@ def parse_args(argv):
                       help="this sitting's time limit: no cell starts after it, and the one "
                            "running then is stopped (a pretraining resumes from its last "
                            "checkpoint); run the same command again to go on")
+  parser.add_argument("--workers", type=int, default=1,
+                      help="cells run at once, each pinned to its share of the cores (on a "
+                           "2-core machine, 2 single-core cells finish about 1.4x as many "
+                           "steps as one cell on both cores); timings still run alone")
   return parser.parse_args(argv)
 
 
@@ -141,6 +145,7 @@ def main(argv=None, execute=None) -> int:
   args = parse_args(sys.argv[1:] if argv is None else argv)
   if args.hours is not None and args.hours <= 0:
     raise ValueError(f"--hours={args.hours}: give a positive time limit for this sitting.")
+  grid.cpu_slots(args.workers)  # a count this machine cannot pin fails before any work
   if args.list or not args.table:
     for name, table in sorted(catalog.TABLES.items()):
       print(f"{name}: {table.title} (scales: {', '.join(table.scales)})\n"
@@ -179,7 +184,7 @@ def main(argv=None, execute=None) -> int:
   if not args.report_only:
     status = grid.run(cells, log=log, execute=execute,
                       on_done=lambda cell: ledger.record(ledger_file, [cell]),
-                      table_out=out,
+                      table_out=out, workers=args.workers,
                       deadline=None if args.hours is None else start + args.hours * 3600)
   ledger.record(ledger_file, cells)
   plot = (table.plot or report.plot_scores)(table, args.scale, cells,

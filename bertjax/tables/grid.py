@@ -18,6 +18,7 @@ are skipped, so a killed or timed-out table run picks up where it stopped: a pre
 cell resumes from its newest checkpoint (the trainer's own resumption), a fine-tuning
 cell starts over in an emptied folder. Each attempt's output goes to `<cell>/cell.log`.
 """
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -42,6 +43,8 @@ CHECKPOINTS = "checkpoints"
 # compile the same programs, and a cache hit skips XLA's compile (about 35 of a 90 s SST-2
 # fine-tuning on 2 CPU cores) while running the very same executable.
 COMPILATION_CACHE = "xla_cache"
+# Cells that time something: they run with no other cell beside them (see `run`'s workers).
+ALONE_KINDS = ("speed",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +59,10 @@ class Cell:
   needs: tuple[str, ...] = ()  # keys of cells that must be done first
   fresh: bool = False          # empty the folder before an attempt (fine-tuning)
   step: Optional[int] = None   # fine-tuning: the pretraining step (None: the final model)
+
+  @property
+  def alone(self) -> bool:
+    return self.kind in ALONE_KINDS
 
   @property
   def marker(self) -> str:
@@ -269,17 +276,20 @@ def _attempts(cell: Cell) -> list[dict]:
 
 
 def run_command(cell: Cell, out, timeout: Optional[float] = None,
-                compilation_cache: Optional[str] = None):
+                compilation_cache: Optional[str] = None,
+                cpus: Optional[frozenset[int]] = None):
   """Runs the cell's command from the repository root, output to `out`; its exit status.
   With `compilation_cache`, the command keeps JAX's compiled programs there (unless the
-  environment names its own JAX_COMPILATION_CACHE_DIR)."""
+  environment names its own JAX_COMPILATION_CACHE_DIR); with `cpus`, it runs on those cores
+  only (`taskset`)."""
   env = {**os.environ, "PYTHONPATH": os.pathsep.join(
       [str(paths.REPO_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
   if compilation_cache and not env.get("JAX_COMPILATION_CACHE_DIR"):
     env["JAX_COMPILATION_CACHE_DIR"] = compilation_cache
   try:
-    return subprocess.run((sys.executable,) + cell.command[1:], cwd=paths.REPO_ROOT, env=env,
-                          stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
+    pin = () if cpus is None else ("taskset", "--cpu-list", ",".join(map(str, sorted(cpus))))
+    return subprocess.run(pin + (sys.executable,) + cell.command[1:], cwd=paths.REPO_ROOT,
+                          env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
                           check=False).returncode
   except subprocess.TimeoutExpired:
     return "timeout"
@@ -319,11 +329,13 @@ def _legacy_recipe(cell: Cell, command: str, out: str) -> str:
 
 def run_cell(cell: Cell, log: Callable[[str], None] = print,
              execute: Callable[..., object] = run_command,
-             table_out: Optional[str] = None, timeout: Optional[float] = None) -> str:
+             table_out: Optional[str] = None, timeout: Optional[float] = None,
+             cpus: Optional[frozenset[int]] = None) -> str:
   """Runs one cell (`execute(cell, log_file)` -> exit status, or 'timeout' when given
-  `timeout` seconds and stopped there) and marks it done on success (recording its recipe
-  when the table's folder `table_out` is given). Returns 'ran', 'failed' or 'out_of_time'
-  (stopped by its timeout: a cell that fails on its own near the limit is 'failed')."""
+  `timeout` seconds and stopped there; on the cores `cpus` when given) and marks it done on
+  success (recording its recipe when the table's folder `table_out` is given, and the
+  number of cores when pinned). Returns 'ran', 'failed' or 'out_of_time' (stopped by its
+  timeout: a cell that fails on its own near the limit is 'failed')."""
   if cell.fresh:
     shutil.rmtree(cell.directory, ignore_errors=True)
   os.makedirs(cell.directory, exist_ok=True)
@@ -331,8 +343,11 @@ def run_cell(cell: Cell, log: Callable[[str], None] = print,
   with open(os.path.join(cell.directory, LOG), "a") as out:
     out.write(f"\n$ {' '.join(cell.command)}\n")
     out.flush()
-    rc = execute(cell, out) if timeout is None else execute(cell, out, timeout=timeout)
-  attempt = {"start": start, "wall_s": time.time() - start, "rc": rc}
+    options = {**({} if timeout is None else {"timeout": timeout}),
+               **({} if cpus is None else {"cpus": cpus})}
+    rc = execute(cell, out, **options)
+  attempt = {"start": start, "wall_s": time.time() - start, "rc": rc,
+             **({} if cpus is None else {"cores": len(cpus)})}
   with open(os.path.join(cell.directory, ATTEMPTS), "a") as f:
     f.write(json.dumps(attempt) + "\n")
   if rc == "timeout":
@@ -347,40 +362,87 @@ def run_cell(cell: Cell, log: Callable[[str], None] = print,
   atomic_json(cell.marker, {
       "key": cell.key, "command": " ".join(cell.command),
       **({"recipe": recipe(cell, table_out)} if table_out else {}),
-      "wall_s": attempt["wall_s"],
+      "wall_s": attempt["wall_s"], **({} if cpus is None else {"cores": len(cpus)}),
       "wall_s_all_attempts": sum(a["wall_s"] for a in attempts), "attempts": len(attempts),
       "finished": time.time(), **RECORDS[cell.kind](cell.directory)})
   log(f"done {cell.key} in {attempt['wall_s']:.0f} s")
   return "ran"
 
 
+def cpu_slots(workers: int) -> list[Optional[frozenset[int]]]:
+  """The cores of each of `workers` cells run at once: this process's cores split into
+  `workers` even groups ([None], no pinning, for one worker)."""
+  if workers < 1:
+    raise ValueError(f"--workers={workers}: run at least one cell at a time.")
+  if workers == 1:
+    return [None]
+  if not hasattr(os, "sched_getaffinity") or not shutil.which("taskset"):
+    raise ValueError(f"--workers={workers} pins each cell to its own cores with Linux's "
+                     "`taskset` (util-linux), which this machine lacks; use --workers=1.")
+  cores = sorted(os.sched_getaffinity(0))
+  if workers > len(cores):
+    raise ValueError(f"--workers={workers}: more cells at once than the {len(cores)} cores "
+                     f"this process may use ({cores}); use at most --workers={len(cores)}.")
+  share = len(cores) // workers
+  return [frozenset(cores[i * share:(i + 1) * share]) for i in range(workers)]
+
+
 def run(all_cells: list[Cell], log: Callable[[str], None] = print,
         execute: Callable[..., object] = run_command,
         on_done: Callable[[Cell], None] = lambda cell: None,
         table_out: Optional[str] = None,
-        deadline: Optional[float] = None) -> dict[str, list[str]]:
+        deadline: Optional[float] = None, workers: int = 1) -> dict[str, list[str]]:
   """Runs every cell not yet done whose prerequisites are done, calling `on_done(cell)`
   after each success (each done-marker records the cell's recipe when the table's folder
   `table_out` is given). With a `deadline` (a `time.time()`), no cell starts after it and
-  the one running then is stopped (`execute` gets `timeout=`). Returns the keys
-  {'skipped': ..., 'ran': ..., 'failed': ..., 'blocked': ..., 'out_of_time': ...}: the
-  last are the cells stopped at the deadline or not started for it."""
-  status = {"skipped": [], "ran": [], "failed": [], "blocked": [], "out_of_time": []}
+  those running then are stopped (`execute` gets `timeout=`).
+
+  With `workers` > 1, up to that many cells run at once, each pinned to its share of the
+  cores (`execute` gets `cpus=`), started in running order as their prerequisites finish;
+  a timing cell (ALONE_KINDS) runs with no other cell beside it, on every core.
+  Returns the keys {'skipped': ..., 'ran': ..., 'failed': ..., 'blocked': ...,
+  'out_of_time': ...}: the last are the cells stopped at the deadline or not started for it."""
+  status = {"skipped": [c.key for c in all_cells if c.done()],
+            "ran": [], "failed": [], "blocked": [], "out_of_time": []}
   by_key = {c.key: c for c in all_cells}
-  for cell in all_cells:
-    if cell.done():
-      status["skipped"].append(cell.key)
-      continue
-    if not all(by_key[k].done() for k in cell.needs):
-      status["blocked"].append(cell.key)
-      continue
-    left = None if deadline is None else deadline - time.time()
-    if left is not None and left <= 0:
-      status["out_of_time"].append(cell.key)
-      continue
-    log(f"running {cell.key}")
-    outcome = run_cell(cell, log, execute, table_out, timeout=left)
+  pending = [c for c in all_cells if not c.done()]
+  unfinished = set()  # keys of this sitting's cells that failed, were blocked or ran out of time
+  free = cpu_slots(workers)
+  running = {}        # future -> (cell, its slot of cores)
+
+  def end(cell: Cell, outcome: str) -> None:
     status[outcome].append(cell.key)
-    if outcome == "ran":
-      on_done(cell)
+    if outcome != "ran":
+      unfinished.add(cell.key)
+
+  with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+    while pending or running:
+      for cell in list(pending):
+        if unfinished.intersection(cell.needs):
+          end(cell, "blocked")
+        elif not all(by_key[k].done() for k in cell.needs):
+          continue  # a prerequisite is still running or waiting
+        elif deadline is not None and deadline <= time.time():
+          end(cell, "out_of_time")
+        elif not free or any(c.alone for c, _ in running.values()) or (cell.alone and running):
+          break  # no cores for it yet; the cells after it wait too, keeping the running order
+        else:
+          slot = free.pop(0)
+          log(f"running {cell.key}")
+          left = None if deadline is None else deadline - time.time()
+          cores = None if cell.alone else slot  # alone, it may use every core
+          running[pool.submit(run_cell, cell, log, execute, table_out, left, cores)] = (cell,
+                                                                                        slot)
+        pending.remove(cell)
+      if not running:
+        continue
+      finished, _ = concurrent.futures.wait(running,
+                                            return_when=concurrent.futures.FIRST_COMPLETED)
+      for future in finished:
+        cell, slot = running.pop(future)
+        free.append(slot)
+        outcome = future.result()
+        end(cell, outcome)
+        if outcome == "ran":
+          on_done(cell)
   return status

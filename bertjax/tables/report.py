@@ -2,7 +2,8 @@
 
 Scores are mean ± sample std over the seeds done (n in parentheses); each arm's
 pretraining is reported in FLOPs (the trainer's analytic count x tokens), wall time
-(all attempts) and its held-out metrics. "vs first arm" gives each arm's difference
+(all attempts; with the cores it was pinned to when cells ran side by side) and its
+held-out metrics. "vs first arm" gives each arm's difference
 from the table's first (reference) arm with its standard error; a difference within
 two standard errors is marked "within noise".
 """
@@ -75,6 +76,12 @@ def _duration(seconds: Optional[float]) -> str:
   return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
 
 
+def _cores(record: dict) -> str:
+  """How a cell run beside others (`--workers`) was pinned, since its wall time depends on it."""
+  cores = record.get("cores")
+  return "" if cores is None else f" on {cores} core{'s' if cores > 1 else ''}"
+
+
 def versus(reference: list[float], other: list[float]) -> str:
   if len(reference) < 2 or len(other) < 2:
     return "-"
@@ -120,7 +127,7 @@ def _pretraining_rows(arms: tuple[Arm, ...], cells: list[grid.Cell]) -> list[str
     rows.append(f"| {arm.label} | {rec['steps']} | {f'{tokens:,}' if tokens else '-'} | "
                 f"{f'{flops:.3g}' if flops else '-'} | "
                 f"{f'{per_token / 1e6:.2f} M' if per_token else '-'} | "
-                f"{_duration(rec.get('wall_s_all_attempts'))} | {held} |")
+                f"{_duration(rec.get('wall_s_all_attempts'))}{_cores(rec)} | {held} |")
   return rows
 
 

@@ -2,8 +2,11 @@
 import dataclasses
 import json
 import math
+import itertools
 import os
 import subprocess
+import threading
+import time
 from unittest import mock
 
 import pytest
@@ -421,3 +424,110 @@ def test_the_command_gives_its_cells_the_table_folders_cache(tmp_path, monkeypat
     assert cli.main(["toy", "--scale=tiny", f"--out={out}",
                      f"--results={tmp_path / 'toy.md'}"]) == 0
   assert given and set(given) == {str(out / grid.COMPILATION_CACHE)}
+
+
+class Concurrent(FakeCommands):
+  """Fake commands that record when each ran (in order of events) and on which cores; the
+  cells named in `meet` must be running at the same time (each waits for the others at a
+  barrier, which breaks after 10 s alone)."""
+
+  def __init__(self, meet=(), slow=(), **kwargs):
+    super().__init__(**kwargs)
+    self.spans, self.cores, self.meet, self.slow = {}, {}, set(meet), set(slow)
+    self.barrier = threading.Barrier(len(meet), timeout=10) if meet else None
+    self.clock = itertools.count()
+
+  def __call__(self, cell, out, timeout=None, cpus=None):
+    start = next(self.clock)
+    if cell.key in self.meet:
+      self.barrier.wait()  # BrokenBarrierError: they never ran at once
+    if cell.key in self.slow:
+      time.sleep(0.5)
+    self.cores[cell.key] = cpus
+    if cell.kind == "speed":
+      with open(os.path.join(cell.directory, grid.SPEED_FILE), "w") as f:
+        json.dump({"speedup": 2.0}, f)
+    rc = 0 if cell.kind == "speed" else super().__call__(cell, out)
+    self.spans[cell.key] = (start, next(self.clock))
+    return rc
+
+
+def test_workers_run_cells_at_once_each_on_its_own_cores(tmp_path, monkeypatch):
+  monkeypatch.setattr(grid.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+  cells = grid.cells(TABLE, "tiny", str(tmp_path))
+  fake = Concurrent(meet=("pretrain/a", "pretrain/b"))
+  status = grid.run(cells, log=lambda m: None, execute=fake, workers=2)
+  assert sorted(status["ran"]) == sorted(c.key for c in cells) and not status["failed"]
+  # The two pretrainings ran together (they met at the barrier), on two halves of the cores.
+  assert fake.cores["pretrain/a"] != fake.cores["pretrain/b"]
+  assert {fake.cores["pretrain/a"], fake.cores["pretrain/b"]} == {frozenset({0, 1}),
+                                                                   frozenset({2, 3})}
+  # No cell started before the cells it needs had finished.
+  for cell in cells:
+    for need in cell.needs:
+      assert fake.spans[need][1] < fake.spans[cell.key][0], (cell.key, need)
+  records = [c.record() for c in cells]
+  assert all(r["cores"] == 2 for r in records)
+  text = report.markdown(TABLE, "tiny", cells, "python -m bertjax.tables toy", None)
+  assert text.count(" on 2 cores |") == 2  # each pretraining's wall time says how it ran
+
+
+def test_with_workers_a_failure_blocks_only_its_own_cells(tmp_path, monkeypatch):
+  monkeypatch.setattr(grid.os, "sched_getaffinity", lambda pid: {0, 1})
+  cells = grid.cells(TABLE, "tiny", str(tmp_path))
+  status = grid.run(cells, log=lambda m: None, execute=Concurrent(fail={"pretrain/b"}),
+                    workers=2)
+  assert status["failed"] == ["pretrain/b"]
+  assert status["blocked"] == [f"finetune/b/sst2/seed{s}" for s in range(3)]
+  assert sorted(status["ran"]) == sorted(["corpus", "pretrain/a"] + [
+      f"finetune/a/sst2/seed{s}" for s in range(3)])
+
+
+def test_a_timing_cell_runs_alone_on_every_core(tmp_path, monkeypatch):
+  monkeypatch.setattr(grid.os, "sched_getaffinity", lambda pid: {0, 1})
+  speed = grid.Cell("speed", "speed", str(tmp_path / "speed"), ("python", "-c", "pass"),
+                    needs=("pretrain/a",))
+  cells = grid.cells(TABLE, "tiny", str(tmp_path))
+  cells = cells[:2] + [speed] + cells[2:]
+  fake = Concurrent(slow={"pretrain/b", "speed"})  # both would be running when speed is ready
+  grid.run(cells, log=lambda m: None, execute=fake, workers=2)
+  assert fake.cores["speed"] is None
+  start, end = fake.spans["speed"]
+  for key, (other_start, other_end) in fake.spans.items():
+    if key != "speed":
+      assert other_end < start or other_start > end, f"{key} ran beside the timing"
+
+
+def test_workers_pin_the_command_to_its_cores(tmp_path):
+  core = min(os.sched_getaffinity(0))
+  cell = grid.Cell("pretrain/a", "pretrain", str(tmp_path / "a"),
+                   ("python", "-c", "import os; print('cores', sorted(os.sched_getaffinity(0)))"))
+  os.makedirs(cell.directory)
+  with open(tmp_path / "log", "w") as out:
+    assert grid.run_command(cell, out, cpus=frozenset({core})) == 0
+  assert f"cores [{core}]" in (tmp_path / "log").read_text()
+
+
+def test_workers_beyond_the_cores_fail_with_advice(monkeypatch):
+  monkeypatch.setattr(grid.os, "sched_getaffinity", lambda pid: {0, 1})
+  with pytest.raises(ValueError, match=r"--workers=3: more cells at once than the 2 cores "
+                                       r"this process may use \(\[0, 1\]\); use at most "
+                                       r"--workers=2"):
+    grid.cpu_slots(3)
+  with pytest.raises(ValueError, match="--workers=0: run at least one cell at a time"):
+    grid.cpu_slots(0)
+  assert grid.cpu_slots(1) == [None]
+
+
+def test_the_command_passes_workers_on(tmp_path, monkeypatch):
+  from bertjax.tables import __main__ as cli, catalog
+  monkeypatch.setattr(grid.os, "sched_getaffinity", lambda pid: {0, 1})
+  fake = Concurrent(meet=("pretrain/a", "pretrain/b"))
+  out = tmp_path / "out"
+  with mock.patch.dict(catalog.TABLES, {"toy": TABLE}):
+    assert cli.main(["toy", "--scale=tiny", f"--out={out}", f"--results={tmp_path / 'r.md'}",
+                     "--workers=2"], execute=fake) == 0
+    with pytest.raises(ValueError, match="--workers=5: more cells at once"):
+      cli.main(["toy", "--scale=tiny", f"--out={tmp_path / 'other'}", "--workers=5"],
+               execute=fake)
+  assert fake.cores["pretrain/a"] in ({0}, {1}) and not (tmp_path / "other").exists()
