@@ -346,8 +346,8 @@ def run_cell(cell: Cell, log: Callable[[str], None] = print,
     options = {**({} if timeout is None else {"timeout": timeout}),
                **({} if cpus is None else {"cpus": cpus})}
     rc = execute(cell, out, **options)
-  attempt = {"start": start, "wall_s": time.time() - start, "rc": rc,
-             **({} if cpus is None else {"cores": len(cpus)})}
+  pinned = {} if cpus is None else {"cores": len(cpus)}
+  attempt = {"start": start, "wall_s": time.time() - start, "rc": rc, **pinned}
   with open(os.path.join(cell.directory, ATTEMPTS), "a") as f:
     f.write(json.dumps(attempt) + "\n")
   if rc == "timeout":
@@ -362,7 +362,7 @@ def run_cell(cell: Cell, log: Callable[[str], None] = print,
   atomic_json(cell.marker, {
       "key": cell.key, "command": " ".join(cell.command),
       **({"recipe": recipe(cell, table_out)} if table_out else {}),
-      "wall_s": attempt["wall_s"], **({} if cpus is None else {"cores": len(cpus)}),
+      "wall_s": attempt["wall_s"], **pinned,
       "wall_s_all_attempts": sum(a["wall_s"] for a in attempts), "attempts": len(attempts),
       "finished": time.time(), **RECORDS[cell.kind](cell.directory)})
   log(f"done {cell.key} in {attempt['wall_s']:.0f} s")
