@@ -21,7 +21,7 @@ import sys
 import time
 
 from bertjax import paths
-from bertjax.tables import catalog, grid, ledger, report
+from bertjax.tables import catalog, grid, ledger, report, runner
 
 
 def default_out(table, scale: str) -> str:
@@ -145,7 +145,7 @@ def main(argv=None, execute=None) -> int:
   args = parse_args(sys.argv[1:] if argv is None else argv)
   if args.hours is not None and args.hours <= 0:
     raise ValueError(f"--hours={args.hours}: give a positive time limit for this sitting.")
-  grid.cpu_slots(args.workers)  # a count this machine cannot pin fails before any work
+  runner.cpu_slots(args.workers)  # a count this machine cannot pin fails before any work
   if args.list or not args.table:
     for name, table in sorted(catalog.TABLES.items()):
       print(f"{name}: {table.title} (scales: {', '.join(table.scales)})\n"
@@ -168,12 +168,12 @@ def main(argv=None, execute=None) -> int:
     return 0
   cells = grid.cells(table, args.scale, out)
   execute = execute or functools.partial(
-      grid.run_command, compilation_cache=os.path.join(out, grid.COMPILATION_CACHE))
+      runner.run_command, compilation_cache=os.path.join(out, runner.COMPILATION_CACHE))
   results = os.path.abspath(args.results or default_results(table, args.scale))
   os.makedirs(os.path.dirname(results), exist_ok=True)
   log = lambda m: print(f"[{table.name}] {m}", flush=True)
   ledger_file = ledger.path_for(results)
-  changed = grid.stale(cells, out, ledger.load(ledger_file))
+  changed = runner.stale(cells, out, ledger.load(ledger_file))
   if changed:
     print(stale_message(table, changed, out, ledger_file), file=sys.stderr)
     return 2
@@ -182,7 +182,7 @@ def main(argv=None, execute=None) -> int:
     log(f"{len(restored)} cells finished in earlier sittings ({ledger_file})")
   status = {"failed": [], "blocked": [], "out_of_time": []}
   if not args.report_only:
-    status = grid.run(cells, log=log, execute=execute,
+    status = runner.run(cells, log=log, execute=execute,
                       on_done=lambda cell: ledger.record(ledger_file, [cell]),
                       table_out=out, workers=args.workers,
                       deadline=None if args.hours is None else start + args.hours * 3600)

@@ -17,7 +17,7 @@ import math
 import os
 from typing import Iterable, Optional
 
-from bertjax.tables import grid
+from bertjax.tables import grid, runner
 
 
 def path_for(results_file: str) -> str:
@@ -56,9 +56,9 @@ def record(path: str, cells: Iterable[grid.Cell]) -> None:
               "made from the earlier build.", flush=True)
       if earlier and new.get("earlier_builds") != earlier:
         new["earlier_builds"] = earlier
-        grid.atomic_json(cell.marker, new)
+        runner.atomic_json(cell.marker, new)
     entries[cell.key] = new
-  grid.atomic_json(path, dict(sorted(entries.items())))
+  runner.atomic_json(path, dict(sorted(entries.items())))
 
 
 # Two runs of one command agree to this (relative) tolerance or are different builds: the
@@ -111,6 +111,6 @@ def restore(path: str, cells: list[grid.Cell]) -> list[str]:
   for cell in cells:
     if cell.key in restorable and not cell.done():
       os.makedirs(cell.directory, exist_ok=True)
-      grid.atomic_json(cell.marker, entries[cell.key])
+      runner.atomic_json(cell.marker, entries[cell.key])
       restored.append(cell.key)
   return restored

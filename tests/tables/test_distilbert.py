@@ -15,7 +15,7 @@ import pytest
 
 from bertjax.checkpoints.params import load_params
 from bertjax.objectives.distill import DistilBertLoss
-from bertjax.tables import distilbert, grid, report
+from bertjax.tables import distilbert, grid, report, runner
 from tests.tables.test_grid import FakeCommands
 from bertjax.tables import __main__ as tables_cli
 from tests.tables.test_table_cli import in_process, readme_table_commands
@@ -153,7 +153,7 @@ class FakeDistillation(FakeCommands):
 
 def test_report_gives_the_students_share_the_ablations_and_the_speed(tmp_path):
   cells = grid.cells(TWO_SEEDS, "tiny", str(tmp_path))
-  status = grid.run(cells, log=lambda m: None, execute=FakeDistillation())
+  status = runner.run(cells, log=lambda m: None, execute=FakeDistillation())
   assert not status["failed"] and not status["blocked"]
   assert cells[3].record()["teacher_layers"] == []
   text = report.markdown(TWO_SEEDS, "tiny", cells, "cmd")

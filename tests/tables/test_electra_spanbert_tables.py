@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from bertjax.tables import __main__ as cli, electra, grid, report, spanbert
+from bertjax.tables import __main__ as cli, electra, grid, report, runner, spanbert
 from tests.tables.test_grid import FakeCommands
 
 
@@ -90,7 +90,7 @@ def test_learning_curve_fine_tunes_checkpoints_and_plots_score_against_flops(tmp
       return 0
     return fake(cell, log)
 
-  status = grid.run(cells, log=lambda m: None, execute=execute)
+  status = runner.run(cells, log=lambda m: None, execute=execute)
   assert not status["failed"] and len(status["ran"]) == len(cells) == 1 + 2 + 2 * 2 * 2
   assert report.scores(cells, "electra", electra.SST2, "dev/accuracy") == pytest.approx(
       [70.0, 71.0])

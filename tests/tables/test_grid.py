@@ -1,58 +1,16 @@
-"""The table runner: cells, done-markers, resumption, aggregation (commands faked)."""
+"""A table's cells, done-markers, resumption over sittings and the ledger, aggregation
+(commands faked)."""
 import dataclasses
-import json
 import math
-import itertools
 import os
 import subprocess
-import threading
-import time
 from unittest import mock
 
 import pytest
 
-from bertjax.tables import bert, grid, ledger, report
-from bertjax.tables.spec import Arm, Table, Task
-from bertjax.tables import scales
-
-TASK = Task("sst2", "SST-2 acc", "dev/accuracy")
-TABLE = Table("toy", "toy", "Toy table", "A beats B.",
-              arms=(Arm("a", "A", ("models/bert_base.gin", "objectives/mlm_nsp.gin")),
-                    Arm("b", "B", ("models/bert_base.gin", "objectives/bert_mlm.gin"))),
-              tasks=(TASK, Task("rte", "RTE acc", "dev/accuracy")),
-              scales={"tiny": scales.tiny(("sst2",), seeds=(0, 1, 2))})
-# What each fake fine-tuning run scores: arm a 0.6 / 0.7 / 0.8, arm b 0.5 flat.
-SCORES = {"a": (0.6, 0.7, 0.8), "b": (0.5, 0.5, 0.5)}
-
-
-class FakeCommands:
-  """Writes what each real command would (results.json, metrics.jsonl, stats.json)."""
-
-  def __init__(self, fail=(), corpus_tokens=10, mlm_accuracy=0.25, more_metrics=None):
-    self.ran, self.fail, self.corpus_tokens = [], set(fail), corpus_tokens
-    self.mlm_accuracy, self.more_metrics = mlm_accuracy, more_metrics or {}
-
-  def __call__(self, cell, out, timeout=None):  # the commands take no time
-    self.ran.append(cell.key)
-    if cell.key in self.fail:
-      return 1
-    write = lambda name, value: open(os.path.join(cell.directory, name), "w").write(value)
-    if cell.kind == "corpus":
-      tokens = self.corpus_tokens
-      write("stats.json", json.dumps({"size": "tiny", "vocab_size": 600, "train_tokens": tokens,
-                                      "validation_tokens": 2,
-                                      "parts": {"train": {"c4": {"tokens": tokens}}}}))
-    elif cell.kind == "pretrain":
-      write("results.json", json.dumps({"step": 2, "eval": {"mlm_accuracy": self.mlm_accuracy,
-                                                             "eval_time_s": len(self.ran),
-                                                             **self.more_metrics}}))
-      row = {"split": "train", "steps_per_sec": 2.0, "tokens_per_sec": 256.0,
-             "model_flops_per_sec": 256.0 * 1e6}
-      write("metrics.jsonl", json.dumps(row) + "\n")
-    else:
-      write("results.json", json.dumps({"eval": {"dev": {"accuracy":
-                                                         SCORES[cell.arm][cell.seed]}}}))
-    return 0
+from bertjax.tables import bert, grid, ledger, report, runner
+from bertjax.tables.spec import Arm
+from tests.tables.toy import TABLE, TASK, FakeCommands
 
 
 def test_cells_of_a_table_are_its_grid(tmp_path):
@@ -74,27 +32,27 @@ def test_cells_of_a_table_are_its_grid(tmp_path):
 def test_run_resume_and_report(tmp_path):
   cells = grid.cells(TABLE, "tiny", str(tmp_path))
   fake = FakeCommands(fail={"pretrain/b"})
-  status = grid.run(cells, log=lambda m: None, execute=fake)
+  status = runner.run(cells, log=lambda m: None, execute=fake)
   assert status["failed"] == ["pretrain/b"]
   assert status["blocked"] == [f"finetune/b/sst2/seed{s}" for s in range(3)]
   assert not cells[2].done()
   # The second sitting runs only what is missing: the failed cell and those waiting on it.
   fake = FakeCommands()
-  status = grid.run(cells, log=lambda m: None, execute=fake)
+  status = runner.run(cells, log=lambda m: None, execute=fake)
   assert fake.ran == ["pretrain/b"] + [f"finetune/b/sst2/seed{s}" for s in range(3)]
   record = cells[2].record()
   assert record["attempts"] == 2 and record["steps"] == 2 and record["tokens"] == 256
   assert record["flops"] == pytest.approx(256 * 1e6)
   # A third finds everything done.
   fake = FakeCommands()
-  assert len(grid.run(cells, log=lambda m: None, execute=fake)["skipped"]) == len(cells)
+  assert len(runner.run(cells, log=lambda m: None, execute=fake)["skipped"]) == len(cells)
   assert fake.ran == []
   # A cell killed mid-run (output, no marker) is redone from an emptied folder.
   killed = cells[4]
   os.remove(killed.marker)
   open(os.path.join(killed.directory, "partial"), "w").close()
   fake = FakeCommands()
-  grid.run(cells, log=lambda m: None, execute=fake)
+  runner.run(cells, log=lambda m: None, execute=fake)
   assert fake.ran == [killed.key] and not os.path.exists(os.path.join(killed.directory,
                                                                       "partial"))
   # results.md: mean ± sample std over seeds, and the difference from the first arm.
@@ -112,7 +70,7 @@ def test_a_fresh_machine_restores_finished_cells_from_the_ledger(tmp_path):
   first = grid.cells(TABLE, "tiny", str(tmp_path / "machine1"))
   # The first sitting finishes arm a (pretraining and its fine-tunings) and pretrains b.
   sitting = FakeCommands(fail={f"finetune/b/sst2/seed{s}" for s in range(3)})
-  grid.run(first, log=lambda m: None, execute=sitting,
+  runner.run(first, log=lambda m: None, execute=sitting,
            on_done=lambda cell: ledger.record(book, [cell]))
   assert sorted(ledger.load(book)) == sorted(["corpus", "pretrain/a", "pretrain/b"] +
                                              [f"finetune/a/sst2/seed{s}" for s in range(3)])
@@ -120,13 +78,13 @@ def test_a_fresh_machine_restores_finished_cells_from_the_ledger(tmp_path):
   # its checkpoint, so b is pretrained again, and so is the corpus it reads.
   second = grid.cells(TABLE, "tiny", str(tmp_path / "machine2"))
   # Records without a recipe (as the first sitting's) match wherever they were made.
-  assert grid.stale(second, str(tmp_path / "machine2"), ledger.load(book)) == []
+  assert runner.stale(second, str(tmp_path / "machine2"), ledger.load(book)) == []
   restored = ledger.restore(book, second)
   assert sorted(restored) == ["finetune/a/sst2/seed0", "finetune/a/sst2/seed1",
                               "finetune/a/sst2/seed2", "pretrain/a"]
   assert second[1].record() == ledger.load(book)["pretrain/a"]
   sitting = FakeCommands()
-  grid.run(second, log=lambda m: None, execute=sitting,
+  runner.run(second, log=lambda m: None, execute=sitting,
            on_done=lambda cell: ledger.record(book, [cell]))
   assert sitting.ran == ["corpus", "pretrain/b"] + [f"finetune/b/sst2/seed{s}" for s in range(3)]
   text = report.markdown(TABLE, "tiny", second, "cmd")
@@ -139,11 +97,11 @@ def _two_sittings(tmp_path, first_commands, second_commands):
   the second machine's cells)."""
   book = str(tmp_path / "toy.cells.json")
   first = grid.cells(TABLE, "tiny", str(tmp_path / "machine1"))
-  grid.run(first, log=lambda m: None, execute=first_commands,
+  runner.run(first, log=lambda m: None, execute=first_commands,
            on_done=lambda cell: ledger.record(book, [cell]))
   second = grid.cells(TABLE, "tiny", str(tmp_path / "machine2"))
   ledger.restore(book, second)
-  grid.run(second, log=lambda m: None, execute=second_commands,
+  runner.run(second, log=lambda m: None, execute=second_commands,
            on_done=lambda cell: ledger.record(book, [cell]))
   return book, second
 
@@ -202,7 +160,7 @@ def test_a_changed_scale_is_refused_until_its_old_results_are_moved_aside(tmp_pa
       TABLE.scale("tiny"), pretrain={**TABLE.scale("tiny").pretrain, "num_train_steps": 3})})
   with mock.patch.dict(catalog.TABLES, {"toy": TABLE}):
     assert cli.main(args, execute=FakeCommands()) == 0
-    assert grid.stale(grid.cells(TABLE, "tiny", str(out)), str(out),
+    assert runner.stale(grid.cells(TABLE, "tiny", str(out)), str(out),
                       ledger.load(str(tmp_path / "toy.cells.json"))) == []
   with mock.patch.dict(catalog.TABLES, {"toy": longer}):
     assert cli.main(args, execute=FakeCommands()) == 2
@@ -216,80 +174,6 @@ def test_a_changed_scale_is_refused_until_its_old_results_are_moved_aside(tmp_pa
     os.rename(tmp_path / "toy.cells.json", tmp_path / "old.cells.json")
     fake = FakeCommands()
     assert cli.main(args, execute=fake) == 0 and "pretrain/a" in fake.ran
-
-
-def test_a_sitting_ends_at_its_time_limit_and_the_next_goes_on(tmp_path):
-  """With a deadline no cell starts after it and the running one gets the time left as its
-  timeout (a clock the fake commands advance); stopped cells are not failures, and the
-  next sitting runs exactly what is left."""
-  clock = [1000.0]
-  given = {}
-
-  class Timed(FakeCommands):
-    def __call__(self, cell, out, timeout=None):
-      given[cell.key] = timeout
-      if timeout is not None and timeout < 10:  # a command needs 10 s of the fake clock
-        clock[0] += timeout
-        return "timeout"
-      clock[0] += 10
-      return super().__call__(cell, out)
-
-  cells = grid.cells(TABLE, "tiny", str(tmp_path))
-  with mock.patch.object(grid.time, "time", lambda: clock[0]):
-    status = grid.run(cells, log=lambda m: None, execute=Timed(), deadline=1025.0)
-  assert given == {"corpus": 25.0, "pretrain/a": 15.0, "pretrain/b": 5.0}
-  assert status["ran"] == ["corpus", "pretrain/a"] and status["failed"] == []
-  assert status["out_of_time"] == ["pretrain/b"] + [f"finetune/a/sst2/seed{s}" for s in range(3)]
-  assert status["blocked"] == [f"finetune/b/sst2/seed{s}" for s in range(3)]
-  assert not cells[2].done()
-  later = FakeCommands()
-  status = grid.run(cells, log=lambda m: None, execute=later)
-  assert later.ran == ["pretrain/b"] + [f"finetune/{a}/sst2/seed{s}" for a in "ab"
-                                        for s in range(3)]
-  assert status["out_of_time"] == [] and status["skipped"] == ["corpus", "pretrain/a"]
-
-
-def test_a_cell_failing_on_its_own_at_the_deadline_is_a_failure(tmp_path):
-  """Only a cell its timeout stopped is out of time; one that exits non-zero, even with the
-  deadline passed meanwhile, is reported as failed (its log says why)."""
-  clock = [1000.0]
-
-  def crashes_late(cell, out, timeout=None):
-    clock[0] += 60
-    return 1
-
-  cells = grid.cells(TABLE, "tiny", str(tmp_path))
-  with mock.patch.object(grid.time, "time", lambda: clock[0]):
-    status = grid.run(cells, log=lambda m: None, execute=crashes_late, deadline=1030.0)
-  assert status["failed"] == ["corpus"] and status["ran"] == []
-  assert status["out_of_time"] == []
-  assert status["blocked"] == [c.key for c in cells[1:]]
-
-
-def test_a_command_past_its_timeout_is_stopped(tmp_path):
-  cell = grid.Cell("pretrain/a", "pretrain", str(tmp_path / "a"),
-                   ("python", "-c", "import time; time.sleep(60)"))
-  os.makedirs(cell.directory)
-  with open(tmp_path / "log", "w") as out:
-    assert grid.run_command(cell, out, timeout=1) == "timeout"
-  logged = []
-  assert grid.run_cell(cell, logged.append, timeout=1) == "out_of_time"
-  assert logged[0].startswith("STOPPED pretrain/a at the sitting's time limit after 1 s (it "
-                              "resumes from its last checkpoint)") and not cell.done()
-
-
-def test_hours_ends_the_sitting_with_its_own_exit_status(tmp_path, capsys):
-  from bertjax.tables import __main__ as cli, catalog
-  args = ["toy", "--scale=tiny", f"--out={tmp_path / 'out'}", f"--results={tmp_path / 'r.md'}"]
-  with mock.patch.dict(catalog.TABLES, {"toy": TABLE}):
-    fake = FakeCommands()
-    assert cli.main(args + ["--hours=1e-9"], execute=fake) == 3
-    assert fake.ran == []
-    assert "the sitting's 1e-09 h are spent; 9 cells left. Run the same command again to " \
-        "go on: python -m bertjax.tables toy --scale=tiny" in capsys.readouterr().out
-    with pytest.raises(ValueError, match="--hours=0.0: give a positive time limit"):
-      cli.main(args + ["--hours=0"], execute=fake)
-    assert cli.main(args + ["--hours=1"], execute=fake) == 0 and len(fake.ran) == 9
 
 
 def test_versus_calls_small_differences_noise():
@@ -383,151 +267,3 @@ def test_every_arm_pretraining_config_parses_and_builds_its_model(cell):
         assert configurables.build_model() is not None
   finally:
     gin.clear_config()
-
-
-def test_cells_share_the_table_folders_compilation_cache(tmp_path, monkeypatch):
-  """A command run with `compilation_cache` keeps its compiled programs there: the second
-  run of the same program finds it (JAX's persistent cache, given through the environment);
-  a cache the user names wins."""
-  program = ("import jax, jax.numpy as jnp; "
-             "jax.jit(lambda x: jnp.sin(x) @ x.T)(jnp.ones((64, 64))).block_until_ready(); "
-             "print('cache', jax.config.jax_compilation_cache_dir)")
-  cell = grid.Cell("speed/a", "speed", str(tmp_path / "a"), ("python", "-c", program))
-  os.makedirs(cell.directory)
-  cache = tmp_path / "out" / grid.COMPILATION_CACHE
-  monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-  monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
-  with open(tmp_path / "log", "w") as out:
-    assert grid.run_command(cell, out, compilation_cache=str(cache)) == 0
-  entries = os.listdir(cache)
-  assert any(e.startswith("jit_") for e in entries), entries
-  assert f"cache {cache}" in (tmp_path / "log").read_text()
-  mine = tmp_path / "mine"
-  monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(mine))
-  with open(tmp_path / "log", "w") as out:
-    assert grid.run_command(cell, out, compilation_cache=str(cache)) == 0
-  assert f"cache {mine}" in (tmp_path / "log").read_text() and os.listdir(mine)
-  assert sorted(os.listdir(cache)) == sorted(entries)
-
-
-def test_the_command_gives_its_cells_the_table_folders_cache(tmp_path, monkeypatch):
-  from bertjax.tables import __main__ as cli, catalog
-  given = []
-
-  def run_command(cell, out, timeout=None, compilation_cache=None):
-    given.append(compilation_cache)
-    return FakeCommands()(cell, out)
-
-  monkeypatch.setattr(grid, "run_command", run_command)
-  out = tmp_path / "out"
-  with mock.patch.dict(catalog.TABLES, {"toy": TABLE}):
-    assert cli.main(["toy", "--scale=tiny", f"--out={out}",
-                     f"--results={tmp_path / 'toy.md'}"]) == 0
-  assert given and set(given) == {str(out / grid.COMPILATION_CACHE)}
-
-
-class Concurrent(FakeCommands):
-  """Fake commands that record when each ran (in order of events) and on which cores; the
-  cells named in `meet` must be running at the same time (each waits for the others at a
-  barrier, which breaks after 10 s alone)."""
-
-  def __init__(self, meet=(), slow=(), **kwargs):
-    super().__init__(**kwargs)
-    self.spans, self.cores, self.meet, self.slow = {}, {}, set(meet), set(slow)
-    self.barrier = threading.Barrier(len(meet), timeout=10) if meet else None
-    self.clock = itertools.count()
-
-  def __call__(self, cell, out, timeout=None, cpus=None):
-    start = next(self.clock)
-    if cell.key in self.meet:
-      self.barrier.wait()  # BrokenBarrierError: they never ran at once
-    if cell.key in self.slow:
-      time.sleep(0.5)
-    self.cores[cell.key] = cpus
-    if cell.kind == "speed":
-      with open(os.path.join(cell.directory, grid.SPEED_FILE), "w") as f:
-        json.dump({"speedup": 2.0}, f)
-    rc = 0 if cell.kind == "speed" else super().__call__(cell, out)
-    self.spans[cell.key] = (start, next(self.clock))
-    return rc
-
-
-def test_workers_run_cells_at_once_each_on_its_own_cores(tmp_path, monkeypatch):
-  monkeypatch.setattr(grid.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
-  cells = grid.cells(TABLE, "tiny", str(tmp_path))
-  fake = Concurrent(meet=("pretrain/a", "pretrain/b"))
-  status = grid.run(cells, log=lambda m: None, execute=fake, workers=2)
-  assert sorted(status["ran"]) == sorted(c.key for c in cells) and not status["failed"]
-  # The two pretrainings ran together (they met at the barrier), on two halves of the cores.
-  assert fake.cores["pretrain/a"] != fake.cores["pretrain/b"]
-  assert {fake.cores["pretrain/a"], fake.cores["pretrain/b"]} == {frozenset({0, 1}),
-                                                                   frozenset({2, 3})}
-  # No cell started before the cells it needs had finished.
-  for cell in cells:
-    for need in cell.needs:
-      assert fake.spans[need][1] < fake.spans[cell.key][0], (cell.key, need)
-  records = [c.record() for c in cells]
-  assert all(r["cores"] == 2 for r in records)
-  text = report.markdown(TABLE, "tiny", cells, "python -m bertjax.tables toy", None)
-  assert text.count(" on 2 cores |") == 2  # each pretraining's wall time says how it ran
-
-
-def test_with_workers_a_failure_blocks_only_its_own_cells(tmp_path, monkeypatch):
-  monkeypatch.setattr(grid.os, "sched_getaffinity", lambda pid: {0, 1})
-  cells = grid.cells(TABLE, "tiny", str(tmp_path))
-  status = grid.run(cells, log=lambda m: None, execute=Concurrent(fail={"pretrain/b"}),
-                    workers=2)
-  assert status["failed"] == ["pretrain/b"]
-  assert status["blocked"] == [f"finetune/b/sst2/seed{s}" for s in range(3)]
-  assert sorted(status["ran"]) == sorted(["corpus", "pretrain/a"] + [
-      f"finetune/a/sst2/seed{s}" for s in range(3)])
-
-
-def test_a_timing_cell_runs_alone_on_every_core(tmp_path, monkeypatch):
-  monkeypatch.setattr(grid.os, "sched_getaffinity", lambda pid: {0, 1})
-  speed = grid.Cell("speed", "speed", str(tmp_path / "speed"), ("python", "-c", "pass"),
-                    needs=("pretrain/a",))
-  cells = grid.cells(TABLE, "tiny", str(tmp_path))
-  cells = cells[:2] + [speed] + cells[2:]
-  fake = Concurrent(slow={"pretrain/b", "speed"})  # both would be running when speed is ready
-  grid.run(cells, log=lambda m: None, execute=fake, workers=2)
-  assert fake.cores["speed"] is None
-  start, end = fake.spans["speed"]
-  for key, (other_start, other_end) in fake.spans.items():
-    if key != "speed":
-      assert other_end < start or other_start > end, f"{key} ran beside the timing"
-
-
-def test_workers_pin_the_command_to_its_cores(tmp_path):
-  core = min(os.sched_getaffinity(0))
-  cell = grid.Cell("pretrain/a", "pretrain", str(tmp_path / "a"),
-                   ("python", "-c", "import os; print('cores', sorted(os.sched_getaffinity(0)))"))
-  os.makedirs(cell.directory)
-  with open(tmp_path / "log", "w") as out:
-    assert grid.run_command(cell, out, cpus=frozenset({core})) == 0
-  assert f"cores [{core}]" in (tmp_path / "log").read_text()
-
-
-def test_workers_beyond_the_cores_fail_with_advice(monkeypatch):
-  monkeypatch.setattr(grid.os, "sched_getaffinity", lambda pid: {0, 1})
-  with pytest.raises(ValueError, match=r"--workers=3: more cells at once than the 2 cores "
-                                       r"this process may use \(\[0, 1\]\); use at most "
-                                       r"--workers=2"):
-    grid.cpu_slots(3)
-  with pytest.raises(ValueError, match="--workers=0: run at least one cell at a time"):
-    grid.cpu_slots(0)
-  assert grid.cpu_slots(1) == [None]
-
-
-def test_the_command_passes_workers_on(tmp_path, monkeypatch):
-  from bertjax.tables import __main__ as cli, catalog
-  monkeypatch.setattr(grid.os, "sched_getaffinity", lambda pid: {0, 1})
-  fake = Concurrent(meet=("pretrain/a", "pretrain/b"))
-  out = tmp_path / "out"
-  with mock.patch.dict(catalog.TABLES, {"toy": TABLE}):
-    assert cli.main(["toy", "--scale=tiny", f"--out={out}", f"--results={tmp_path / 'r.md'}",
-                     "--workers=2"], execute=fake) == 0
-    with pytest.raises(ValueError, match="--workers=5: more cells at once"):
-      cli.main(["toy", "--scale=tiny", f"--out={tmp_path / 'other'}", "--workers=5"],
-               execute=fake)
-  assert fake.cores["pretrain/a"] in ({0}, {1}) and not (tmp_path / "other").exists()

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from bertjax.tables import __main__ as cli
-from bertjax.tables import grid, report, t5
+from bertjax.tables import grid, report, runner, t5
 from bertjax.data.preprocessors import span_corruption
 
 TABLES = (t5.OBJECTIVES, t5.CORRUPTION)
@@ -94,7 +94,7 @@ def test_fine_tuning_records_are_read_from_generation_and_reported(tmp_path):
   # A run without a generation-scored evaluation is an error, not a silent blank.
   os.remove(os.path.join(cells[-1].directory, grid.MARKER))
   with pytest.raises(ValueError, match="GenerationEvaluator"):
-    grid.run_cell(cells[-1], log=lambda m: None,
+    runner.run_cell(cells[-1], log=lambda m: None,
                   execute=lambda cell, out: open(os.path.join(cell.directory, "metrics.jsonl"),
                                                  "w").write("") and 0)
 

@@ -76,13 +76,13 @@ def test_readme_table_command_end_to_end_at_tiny_scale(argv, tmp_path, capsys):
   assert len(re.findall(r"^\| [^|]+ \| \d+\.\d \|", text, re.M)) >= 2, text
   assert "FLOPs" in text or "## Pretraining" not in text
   # Every fine-tuning starts from its arm's pretrained weights.
-  from bertjax.tables import catalog, grid  # pylint: disable=g-import-not-at-top
+  from bertjax.tables import catalog, grid, runner  # pylint: disable=g-import-not-at-top
   for cell in grid.cells(catalog.get(argv[0]), "tiny", str(out)):
     if cell.step is not None:  # the learning curve's: from that pretraining step's weights
       assert re.search(rf", step {cell.step}\b", cell.record()["encoder"]), cell.record()
     if cell.kind == "t2t_finetune":
       pretrained = os.path.join(str(out), cell.arm, "pretrain")
-      log = open(os.path.join(cell.directory, grid.LOG)).read()
+      log = open(os.path.join(cell.directory, runner.LOG)).read()
       assert f"Initialized from {pretrained} (weights); 0 parameters new" in log, log[-2000:]
   capsys.readouterr()
   # A second sitting finds every cell done and runs nothing.
