@@ -10,6 +10,7 @@ two standard errors is marked "within noise".
 import math
 import os
 import re
+import textwrap
 from typing import Optional
 
 from bertjax.tables import grid, ledger
@@ -213,7 +214,8 @@ def plot_scores(table: Table, scale_name: str, cells: list[grid.Cell], path: str
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   scale = table.scale(scale_name)
   tasks, arms = table.tasks_at(scale), table.arms_at(scale)
-  fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(tasks), 3.2))
+  width_inches = 1.8 + 1.6 * len(tasks)
+  fig, ax = plt.subplots(figsize=(width_inches, 3.2))
   width = 0.8 / len(arms)
   any_bar = False
   for i, arm in enumerate(arms):
@@ -232,9 +234,11 @@ def plot_scores(table: Table, scale_name: str, cells: list[grid.Cell], path: str
   ax.set_xticks([t + 0.4 - width / 2 for t in range(len(tasks))])
   ax.set_xticklabels([t.label for t in tasks], fontsize=8)
   ax.set_ylabel("score (mean ± std over seeds)")
-  ax.set_title(f"{table.title} ({scale_name})", fontsize=9)
-  ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=110)
+  # Wrapped to the figure's width (about 12 characters an inch at this size).
+  ax.set_title(textwrap.fill(f"{table.title} ({scale_name})", int(12 * width_inches)),
+               fontsize=9)
+  # Below the axes, so that no bar or error bar hides behind it.
+  ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+  fig.savefig(path, dpi=110, bbox_inches="tight")
   plt.close(fig)
   return path
