@@ -31,7 +31,8 @@ def load(path: str) -> dict[str, dict]:
     return json.load(f)
 
 
-def record(path: str, cells: Iterable[grid.Cell]) -> None:
+def record(path: str, cells: Iterable[grid.Cell],
+           table_cells: Optional[list[grid.Cell]] = None) -> None:
   """Adds the record of every done cell in `cells` to the ledger at `path` (atomically).
 
   A cell run again in a later sitting (a corpus, or a pretraining or teacher whose output
@@ -39,7 +40,8 @@ def record(path: str, cells: Iterable[grid.Cell]) -> None:
   vocabulary; held-out results apart by more than float noise) is not silently taken for
   it: the cells finished before were made from the earlier one. The difference is printed,
   and the earlier build is kept in the new record's `earlier_builds` (and its cell's
-  marker), which the results file reports.
+  marker), which the results file reports. Given the table's cells (`table_cells`, in
+  running order), a difference no recorded cell was made from is not one: nothing mixes.
   """
   entries = load(path)
   for cell in cells:
@@ -49,7 +51,9 @@ def record(path: str, cells: Iterable[grid.Cell]) -> None:
     before, after = _build(old or {}), _build(new)
     if before is not None and after is not None:
       earlier = old.get("earlier_builds", [])
-      if not _same_build(before, after):
+      made_from_earlier = table_cells is None or any(
+          key in entries for key in _made_from(cell.key, table_cells))
+      if made_from_earlier and not _same_build(before, after):
         earlier = earlier + [before]
         print(f"WARNING: {cell.key} was rebuilt differently from the ledger's record "
               f"({before} before, {after} now): cells finished in earlier sittings were "
@@ -59,6 +63,16 @@ def record(path: str, cells: Iterable[grid.Cell]) -> None:
         runner.atomic_json(cell.marker, new)
     entries[cell.key] = new
   runner.atomic_json(path, dict(sorted(entries.items())))
+
+
+def _made_from(key: str, cells: list[grid.Cell]) -> set[str]:
+  """The keys of the cells made from cell `key`'s output, directly or through others
+  (`cells` in running order: a cell comes after those it needs)."""
+  found: set[str] = set()
+  for cell in cells:
+    if key in cell.needs or found.intersection(cell.needs):
+      found.add(cell.key)
+  return found
 
 
 # Two runs of one command agree to this (relative) tolerance or are different builds: the

@@ -98,11 +98,11 @@ def _two_sittings(tmp_path, first_commands, second_commands):
   book = str(tmp_path / "toy.cells.json")
   first = grid.cells(TABLE, "tiny", str(tmp_path / "machine1"))
   runner.run(first, log=lambda m: None, execute=first_commands,
-           on_done=lambda cell: ledger.record(book, [cell]))
+             on_done=lambda cell: ledger.record(book, [cell], first))
   second = grid.cells(TABLE, "tiny", str(tmp_path / "machine2"))
   ledger.restore(book, second)
   runner.run(second, log=lambda m: None, execute=second_commands,
-           on_done=lambda cell: ledger.record(book, [cell]))
+             on_done=lambda cell: ledger.record(book, [cell], second))
   return book, second
 
 
@@ -121,6 +121,18 @@ def test_a_corpus_rebuilt_differently_is_reported_not_mixed_in_silently(tmp_path
   assert second[0].record()["earlier_builds"] == [{"part_tokens": {"c4": 10}}]
   text = report.markdown(TABLE, "tiny", second, "cmd")
   assert "rebuilt in a later sitting with another vocabulary** (earlier build: 10 train" in text
+
+
+def test_a_corpus_rebuilt_differently_before_any_cell_used_it_is_no_mix(tmp_path, capsys):
+  """Only the corpus was finished when the first machine stopped: a rebuild that comes out
+  otherwise on a fresh machine mixes nothing, so it is neither warned of nor reported."""
+  pretrainings = {"pretrain/a", "pretrain/b"}
+  book, second = _two_sittings(tmp_path, FakeCommands(fail=pretrainings),
+                               FakeCommands(corpus_tokens=11))
+  assert "WARNING" not in capsys.readouterr().out
+  corpus = ledger.load(book)["corpus"]
+  assert corpus["train_tokens"] == 11 and "earlier_builds" not in corpus
+  assert "rebuilt in a later sitting" not in report.markdown(TABLE, "tiny", second, "cmd")
 
 
 @pytest.mark.parametrize("rerun_accuracy, more_metrics, differs", [
