@@ -183,9 +183,9 @@ def main(argv=None, execute=None) -> int:
   status = {"failed": [], "blocked": [], "out_of_time": []}
   if not args.report_only:
     status = runner.run(cells, log=log, execute=execute,
-                      on_done=lambda cell: ledger.record(ledger_file, [cell], cells),
-                      table_out=out, workers=args.workers,
-                      deadline=None if args.hours is None else start + args.hours * 3600)
+                        on_done=lambda cell: ledger.record(ledger_file, [cell], cells),
+                        table_out=out, workers=args.workers,
+                        deadline=None if args.hours is None else start + args.hours * 3600)
   ledger.record(ledger_file, cells, cells)
   plot = (table.plot or report.plot_scores)(table, args.scale, cells,
                                             os.path.splitext(results)[0] + ".png")

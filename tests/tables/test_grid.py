@@ -71,7 +71,7 @@ def test_a_fresh_machine_restores_finished_cells_from_the_ledger(tmp_path):
   # The first sitting finishes arm a (pretraining and its fine-tunings) and pretrains b.
   sitting = FakeCommands(fail={f"finetune/b/sst2/seed{s}" for s in range(3)})
   runner.run(first, log=lambda m: None, execute=sitting,
-           on_done=lambda cell: ledger.record(book, [cell]))
+             on_done=lambda cell: ledger.record(book, [cell]))
   assert sorted(ledger.load(book)) == sorted(["corpus", "pretrain/a", "pretrain/b"] +
                                              [f"finetune/a/sst2/seed{s}" for s in range(3)])
   # A fresh machine (an empty out folder) keeps arm a's results; arm b's fine-tunings need
@@ -85,7 +85,7 @@ def test_a_fresh_machine_restores_finished_cells_from_the_ledger(tmp_path):
   assert second[1].record() == ledger.load(book)["pretrain/a"]
   sitting = FakeCommands()
   runner.run(second, log=lambda m: None, execute=sitting,
-           on_done=lambda cell: ledger.record(book, [cell]))
+             on_done=lambda cell: ledger.record(book, [cell]))
   assert sitting.ran == ["corpus", "pretrain/b"] + [f"finetune/b/sst2/seed{s}" for s in range(3)]
   text = report.markdown(TABLE, "tiny", second, "cmd")
   assert "9 of 9 cells done" in text and "rebuilt in a later sitting" not in text
@@ -173,7 +173,7 @@ def test_a_changed_scale_is_refused_until_its_old_results_are_moved_aside(tmp_pa
   with mock.patch.dict(catalog.TABLES, {"toy": TABLE}):
     assert cli.main(args, execute=FakeCommands()) == 0
     assert runner.stale(grid.cells(TABLE, "tiny", str(out)), str(out),
-                      ledger.load(str(tmp_path / "toy.cells.json"))) == []
+                        ledger.load(str(tmp_path / "toy.cells.json"))) == []
   with mock.patch.dict(catalog.TABLES, {"toy": longer}):
     assert cli.main(args, execute=FakeCommands()) == 2
     error = capsys.readouterr().err

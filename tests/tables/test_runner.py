@@ -177,7 +177,7 @@ def test_with_workers_a_failure_blocks_only_its_own_cells(tmp_path, monkeypatch)
   monkeypatch.setattr(runner.os, "sched_getaffinity", lambda pid: {0, 1})
   cells = grid.cells(TABLE, "tiny", str(tmp_path))
   status = runner.run(cells, log=lambda m: None, execute=Concurrent(fail={"pretrain/b"}),
-                    workers=2)
+                      workers=2)
   assert status["failed"] == ["pretrain/b"]
   assert status["blocked"] == [f"finetune/b/sst2/seed{s}" for s in range(3)]
   assert sorted(status["ran"]) == sorted(["corpus", "pretrain/a"] + [

@@ -95,8 +95,8 @@ def test_fine_tuning_records_are_read_from_generation_and_reported(tmp_path):
   os.remove(os.path.join(cells[-1].directory, grid.MARKER))
   with pytest.raises(ValueError, match="GenerationEvaluator"):
     runner.run_cell(cells[-1], log=lambda m: None,
-                  execute=lambda cell, out: open(os.path.join(cell.directory, "metrics.jsonl"),
-                                                 "w").write("") and 0)
+                    execute=lambda cell, out: open(os.path.join(cell.directory, "metrics.jsonl"),
+                                                   "w").write("") and 0)
 
 
 @pytest.mark.parametrize("table", TABLES, ids=lambda t: t.name)
