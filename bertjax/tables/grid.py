@@ -20,6 +20,7 @@ import json
 import os
 from typing import Callable, Optional
 
+from bertjax import paths
 from bertjax.tables import corpus as corpus_lib
 from bertjax.tables.spec import Arm, Scale, Table, Task
 
@@ -245,3 +246,8 @@ RECORDS: dict[str, Callable[[str], dict]] = {
     "corpus": corpus_record, "pretrain": pretraining_record, "finetune": finetune_record,
     "t2t_finetune": text_to_text_record, "transfer": finetune_record, "speed": speed_record}
 FINETUNE_KINDS = ("finetune", "t2t_finetune")  # the cells a table scores
+
+
+def atomic_json(path: str, value: dict) -> None:
+  """Writes a record (a done-marker, the ledger) whole or not at all."""
+  paths.write_atomic(path, json.dumps(value, indent=2, default=str))

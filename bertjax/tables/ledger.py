@@ -17,7 +17,7 @@ import math
 import os
 from typing import Iterable, Optional
 
-from bertjax.tables import grid, runner
+from bertjax.tables import grid
 
 
 def path_for(results_file: str) -> str:
@@ -60,9 +60,9 @@ def record(path: str, cells: Iterable[grid.Cell],
               "made from the earlier build.", flush=True)
       if earlier and new.get("earlier_builds") != earlier:
         new["earlier_builds"] = earlier
-        runner.atomic_json(cell.marker, new)
+        grid.atomic_json(cell.marker, new)
     entries[cell.key] = new
-  runner.atomic_json(path, dict(sorted(entries.items())))
+  grid.atomic_json(path, dict(sorted(entries.items())))
 
 
 def _made_from(key: str, cells: list[grid.Cell]) -> set[str]:
@@ -125,6 +125,6 @@ def restore(path: str, cells: list[grid.Cell]) -> list[str]:
   for cell in cells:
     if cell.key in restorable and not cell.done():
       os.makedirs(cell.directory, exist_ok=True)
-      runner.atomic_json(cell.marker, entries[cell.key])
+      grid.atomic_json(cell.marker, entries[cell.key])
       restored.append(cell.key)
   return restored

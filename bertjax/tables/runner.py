@@ -20,7 +20,7 @@ import time
 from typing import Callable, Optional
 
 from bertjax import paths
-from bertjax.tables.grid import RECORDS, Cell
+from bertjax.tables.grid import RECORDS, Cell, atomic_json
 
 ATTEMPTS = "attempts.jsonl"
 LOG = "cell.log"
@@ -28,10 +28,6 @@ LOG = "cell.log"
 # compile the same programs, and a cache hit skips XLA's compile (about 35 of a 90 s SST-2
 # fine-tuning on 2 CPU cores) while running the very same executable.
 COMPILATION_CACHE = "xla_cache"
-
-
-def atomic_json(path: str, value: dict) -> None:
-  paths.write_atomic(path, json.dumps(value, indent=2, default=str))
 
 
 def _attempts(cell: Cell) -> list[dict]:
