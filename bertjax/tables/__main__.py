@@ -25,7 +25,11 @@ from bertjax.tables import catalog, grid, ledger, report, runner
 
 
 def default_out(table, scale: str) -> str:
-  return str(paths.REPO_ROOT / "experiments" / table.paper / "out" / f"{table.name}_{scale}")
+  """experiments/<paper>/out/<folder>_<scale>: the folder the table shares with the paper's
+  other tables of that folder (Table.folder), or its own. The paper's scale writes one file
+  per arm and runs nothing, so each table keeps its own folder there."""
+  folder = table.folder if table.folder and table.scale(scale).runnable else table.name
+  return str(paths.REPO_ROOT / "experiments" / table.paper / "out" / f"{folder}_{scale}")
 
 
 def default_results(table, scale: str) -> str:

@@ -9,9 +9,14 @@ BERT rows are the same encoder trained as a masked LM (ElectraForMaskedLM) on th
 and masks, so only the objective differs. Fine-tuning reads the discriminator (ELECTRA),
 the MLM network (Replace / All-Tokens MLM) or the encoder (BERT).
 
-The learning curve fine-tunes each arm's checkpoints of 1/4, 1/2 and all of its steps
-(`grid.finetune_cell(step=...)`); a checkpoint's FLOPs are the trainer's analytic count per
-token x the tokens seen by that step.
+The learning curve fine-tunes each arm's checkpoints nearest 1/6 and 1/2 of its steps and
+its final model (`grid.finetune_cell(step=...)`); a checkpoint's FLOPs are the trainer's
+analytic count per token x the tokens seen by that step.
+
+The three tables run in one folder (Table.folder = FOLDER) on one pretraining recipe, which
+keeps every checkpoint: Table 5's ELECTRA and BERT runs are the learning curve's, and its
+ELECTRA is the generator sweep's 1/4, so each is pretrained and fine-tuned once for all three
+(as in the paper, whose figures share their runs).
 """
 import dataclasses
 import math
@@ -38,9 +43,13 @@ BERT = Arm("bert", "BERT (MLM)", (_SMALL, "models/electra_mlm.gin", "objectives/
            (_ELECTRA_DATA,),
            note="the discriminator's encoder as a masked LM (ElectraForMaskedLM), same data")
 
-# Embeddings as wide as the encoder at the small scales (ELECTRA-Small's config has 128).
-_TINY_MODEL = {**scales.TINY_MODEL, "embedding_size": scales.TINY_MODEL["hidden_size"]}
-_CPU_MODEL = {**scales.CPU_MODEL, "embedding_size": scales.CPU_MODEL["hidden_size"]}
+FOLDER = "electra"
+# Embeddings as wide as the encoder at the small scales (ELECTRA-Small's config has 128), the
+# generator ELECTRA-Small's 1/4 of it, named so that the sweep's 1/4 arm is Table 5's ELECTRA.
+_TINY_MODEL = {**scales.TINY_MODEL, "embedding_size": scales.TINY_MODEL["hidden_size"],
+               "generator_fraction": 1 / 4}
+_CPU_MODEL = {**scales.CPU_MODEL, "embedding_size": scales.CPU_MODEL["hidden_size"],
+              "generator_fraction": 1 / 4}
 # ELECTRA-Base (the paper's Table 6 and 7): 768 wide, 12 layers, generator 1/3, batch 256 x
 # 512 tokens, 766k steps at a peak rate of 2e-4 after 10k warmup steps.
 _BASE_MODEL = {"embedding_size": 768, "hidden_size": 768, "num_layers": 12, "num_heads": 12,
@@ -49,21 +58,23 @@ _BASE_RUN = {"num_train_steps": 766000, "batch_size": 256, "sequence_length": 51
 _BASE_OPTIMIZER = ("warmup_linear_decay.peak_value = 2e-4",
                    "warmup_linear_decay.warmup_steps = 10000")
 
+# Every pretraining keeps all its checkpoints: the learning curve fine-tunes some of them.
+_KEEP_EVERY_CHECKPOINT = {"tiny": {"checkpoint_every": 1, "keep_checkpoints": 2},
+                          "cpu": {"checkpoint_every": 500, "keep_checkpoints": 6}}
 
-def _scales(cpu_tasks: tuple[str, ...], cpu_seeds: tuple[int, ...], paper_run: dict,
-            pretrain: dict = None, tiny_arms: tuple[str, ...] = None) -> dict[str, Scale]:
-  """tiny / cpu / paper scales of these tables (`pretrain`: more Trainer bindings;
-  `tiny_arms`: the arms the tests train, every arm's config being parsed anyway)."""
-  more = pretrain or {}
+
+def _scales(paper_run: dict, tiny_arms: tuple[str, ...]) -> dict[str, Scale]:
+  """tiny / cpu / paper scales of these tables: one model and pretraining recipe at each
+  runnable scale, SST-2 with 3 seeds at CPU scale (`tiny_arms`: the arms the tests train,
+  every arm's config being parsed anyway)."""
   tiny = scales.tiny(("sst2",), arms=tiny_arms)
-  cpu = scales.cpu_electra(tasks=cpu_tasks, seeds=cpu_seeds)
-  paper = scales.paper(_BASE_MODEL, paper_run, bindings=_BASE_OPTIMIZER)
+  cpu = scales.cpu_electra(tasks=("sst2",), seeds=(0, 1, 2))
   return {
-      "tiny": dataclasses.replace(tiny, model=_TINY_MODEL, pretrain={**tiny.pretrain,
-                                                                     **more.get("tiny", {})}),
-      "cpu": dataclasses.replace(cpu, model=_CPU_MODEL, pretrain={**cpu.pretrain,
-                                                                  **more.get("cpu", {})}),
-      "paper": paper}
+      "tiny": dataclasses.replace(tiny, model=_TINY_MODEL, pretrain={
+          **tiny.pretrain, **_KEEP_EVERY_CHECKPOINT["tiny"]}),
+      "cpu": dataclasses.replace(cpu, model=_CPU_MODEL, pretrain={
+          **cpu.pretrain, **_KEEP_EVERY_CHECKPOINT["cpu"]}),
+      "paper": scales.paper(_BASE_MODEL, paper_run, bindings=_BASE_OPTIMIZER)}
 
 
 _TASKS_NOTE = ("GLUE is the paper's score; SST-2 (3 seeds) stands in at CPU scale, to fit two "
@@ -81,8 +92,8 @@ TABLE5 = Table(
                "[MASK] in pretraining."),
     arms=(ELECTRA, ALL_TOKENS, REPLACE, ELECTRA_15, BERT),
     tasks=(SST2, MRPC, RTE),
-    scales=_scales(("sst2",), (0, 1, 2), _BASE_RUN,
-                   tiny_arms=("electra", "all_tokens_mlm", "replace_mlm")),
+    scales=_scales(_BASE_RUN, tiny_arms=("electra", "all_tokens_mlm", "replace_mlm")),
+    folder=FOLDER,
     notes=(_TASKS_NOTE,
            "The generator is 1/4 of the discriminator's width at the tiny and CPU scales "
            "(ELECTRA-Small's), 1/3 at the paper's (ELECTRA-Base's). Replace and All-Tokens "
@@ -90,7 +101,9 @@ TABLE5 = Table(
            "cross-entropies); ELECTRA weighs its binary loss by 50.",
            "FLOPs (bertjax/train/flops.py) count every dense kernel of the model and each "
            "vocabulary projection: two for Replace / All-Tokens MLM (the generator's and the "
-           "network's softmax), one for the others."),
+           "network's softmax), one for the others.",
+           "Its ELECTRA and BERT runs are also the learning curve's, and its ELECTRA the "
+           "generator sweep's 1/4: the three tables share their folder and those cells."),
 )
 
 # ------------------------------------------------------------- Figure 3 (left)
@@ -98,12 +111,17 @@ FRACTIONS = ((1, 4), (1, 2), (3, 4), (1, 1))
 
 
 def _generator_arm(numerator: int, denominator: int) -> Arm:
+  """The sweep's arm of that fraction; at 1/4 (the scales' own) it is Table 5's ELECTRA
+  run, under ELECTRA's name, so the two tables share it."""
   fraction = numerator / denominator
-  width = round(_CPU_MODEL["hidden_size"] * fraction)
-  return Arm(f"generator_{numerator}_{denominator}",
-             f"generator {numerator}/{denominator}" if fraction < 1 else "generator 1 (same size)",
-             ELECTRA.gin_files, model_overrides={"generator_fraction": fraction},
-             note=f"generator {width} wide at CPU scale")
+  label = f"generator {numerator}/{denominator}" if fraction < 1 else "generator 1 (same size)"
+  note = f"generator {round(_CPU_MODEL['hidden_size'] * fraction)} wide at CPU scale"
+  overrides = {"generator_fraction": fraction}
+  if fraction == _CPU_MODEL["generator_fraction"]:
+    return dataclasses.replace(ELECTRA, label=label, model_overrides=overrides,
+                               note=note + " (Table 5's ELECTRA run)")
+  return Arm(f"generator_{numerator}_{denominator}", label, ELECTRA.gin_files,
+             model_overrides=overrides, note=note)
 
 
 GENERATOR_SIZE = Table(
@@ -114,31 +132,33 @@ GENERATOR_SIZE = Table(
                "generator)."),
     arms=tuple(_generator_arm(n, d) for n, d in FRACTIONS),
     tasks=(SST2, MRPC, RTE),
-    scales=_scales(("sst2",), (0, 1, 2), {**_BASE_RUN, "num_train_steps": 500000},
-                   tiny_arms=("generator_1_4", "generator_1_1")),
+    scales=_scales({**_BASE_RUN, "num_train_steps": 500000},
+                   tiny_arms=("electra", "generator_1_1")),
+    folder=FOLDER,
     notes=(_TASKS_NOTE,
            "The paper sweeps three discriminator sizes (256, 512, 768) for 500k steps; here "
            "one (the scale's), with the same steps for every generator, so larger "
            "generators cost more FLOPs (reported below).",
            "At CPU scale the generator keeps 1 attention head up to 1/2 and 2 from 3/4 "
-           "(heads = round(2 x fraction), at least 1)."),
+           "(heads = round(2 x fraction), at least 1).",
+           "Its 1/4 arm is ELECTRA Table 5's ELECTRA run, pretrained and fine-tuned once for "
+           "both (the tables share their folder)."),
 )
 
 # ------------------------------------------------------------- Figure 3 (right)
-CURVE_FRACTIONS = (0.25, 0.5, 1.0)
+CURVE_FRACTIONS = (1 / 6, 1 / 2, 1)
 
 
 def curve_steps(scale: Scale) -> list[int]:
-  """The pretraining steps whose checkpoints are fine-tuned: CURVE_FRACTIONS of the run.
-  Each must be a checkpoint the run keeps (a multiple of `checkpoint_every`)."""
+  """The pretraining steps whose checkpoints are fine-tuned: the saved ones
+  (`checkpoint_every`) nearest CURVE_FRACTIONS of the run, which must keep all it saves."""
   total, every = scale.pretrain["num_train_steps"], scale.pretrain["checkpoint_every"]
-  steps = sorted({max(1, round(total * f)) for f in CURVE_FRACTIONS})
   kept = scale.pretrain.get("keep_checkpoints", 0)
-  if any(s % every for s in steps) or kept < total // every:
-    raise ValueError(f"Scale {scale.name!r} saves every {every} steps and keeps {kept}: it "
-                     f"must keep steps {steps} of {total}; bind checkpoint_every to a divisor "
-                     f"of each and keep_checkpoints >= {total // every}.")
-  return steps
+  if kept < total // every:
+    raise ValueError(f"Scale {scale.name!r} saves every {every} steps and keeps {kept}: the "
+                     f"learning curve fine-tunes several of them; bind keep_checkpoints >= "
+                     f"{total // every}.")
+  return sorted({min(total, every * max(1, round(total * f / every))) for f in CURVE_FRACTIONS})
 
 
 def curve_cells(table: Table, scale: Scale, out: str) -> list[grid.Cell]:
@@ -218,9 +238,6 @@ def plot_curve(table: Table, scale_name: str, cells: list[grid.Cell], path: str)
   return path
 
 
-_CURVE_CHECKPOINTS = {"tiny": {"checkpoint_every": 1, "keep_checkpoints": 2},
-                      "cpu": {"checkpoint_every": 750, "keep_checkpoints": 4}}
-
 LEARNING_CURVE = Table(
     name="electra_learning_curve", paper="electra",
     title="ELECTRA Figure 3 (right) / Figure 1: downstream score against pretraining FLOPs",
@@ -229,13 +246,15 @@ LEARNING_CURVE = Table(
                "the FLOPs (GLUE dev, Figure 1)."),
     arms=(ELECTRA, BERT),
     tasks=(SST2, MRPC, RTE),
-    scales={**_scales(("sst2",), (0, 1, 2), _BASE_RUN, _CURVE_CHECKPOINTS),
+    scales={**_scales(_BASE_RUN, tiny_arms=None),
             "paper": scales.paper(_BASE_MODEL, {**_BASE_RUN, "checkpoint_every": 191500,
                                                 "keep_checkpoints": 4},
                                   bindings=_BASE_OPTIMIZER)},
     notes=(_TASKS_NOTE,
-           "Each arm is fine-tuned from its checkpoints of 1/4, 1/2 and all of its "
-           "pretraining steps (a learning-rate schedule planned for the whole run: the early "
-           "checkpoints are not those of a shorter run, as in the paper's curves)."),
-    cells=curve_cells, report=curve_report, plot=plot_curve,
+           "Each arm is fine-tuned from its saved checkpoints nearest 1/6 and 1/2 of its "
+           "pretraining steps (500 and 1,500 of 3,000 at CPU scale) and from its final model "
+           "(a learning-rate schedule planned for the whole run: the early checkpoints are "
+           "not those of a shorter run, as in the paper's curves).",
+           "Its ELECTRA and BERT runs are Table 5's (the tables share their folder)."),
+    cells=curve_cells, report=curve_report, plot=plot_curve, folder=FOLDER,
 )

@@ -112,19 +112,35 @@ def _same_build(before: dict, after: dict) -> bool:
   return before["part_tokens"] == after["part_tokens"]
 
 
+# Beside a done-marker that `restore` wrote from the ledger (the cell's output is not here).
+RESTORED = "restored_from_ledger"
+
+
 def restore(path: str, cells: list[grid.Cell]) -> list[str]:
   """Marks done every cell the ledger holds whose output no unfinished cell needs; returns
-  their keys. `cells` is in running order, so each cell's dependents come after it."""
+  their keys. `cells` is in running order, so each cell's dependents come after it.
+
+  A marker restored earlier (by this ledger, or by another table's in a folder they share,
+  Table.folder) whose output an unfinished cell now needs (a pretraining's checkpoints) is
+  taken back, and with it those of the cells it needs: they run again."""
+  dependents = {cell.key: [c for c in cells if cell.key in c.needs] for cell in cells}
+  for cell in reversed(cells):
+    flag = os.path.join(cell.directory, RESTORED)
+    if cell.done() and os.path.isfile(flag) and any(not c.done()
+                                                    for c in dependents[cell.key]):
+      os.remove(cell.marker)
+      os.remove(flag)
   entries = load(path)
   restorable: set[str] = set()
   for cell in reversed(cells):
-    dependents = [c for c in cells if cell.key in c.needs]
-    if cell.key in entries and all(c.key in restorable or c.done() for c in dependents):
+    if cell.key in entries and all(c.key in restorable or c.done()
+                                   for c in dependents[cell.key]):
       restorable.add(cell.key)
   restored = []
   for cell in cells:
     if cell.key in restorable and not cell.done():
       os.makedirs(cell.directory, exist_ok=True)
+      open(os.path.join(cell.directory, RESTORED), "w").close()  # before the marker it flags
       grid.atomic_json(cell.marker, entries[cell.key])
       restored.append(cell.key)
   return restored

@@ -87,6 +87,11 @@ class Table:
     (e.g. measured speed and parameter counts).
   plot: `(table, scale_name, cells, path) -> path or None`, the table's figure instead of
     grouped bars of every arm x task (`report.plot_scores`, the default).
+  folder: the name of the folder its runnable scales run in (default: the table's name).
+    Tables of one paper that name the same folder share their cells: a cell of the same
+    key is one run, made once for all of them (the ELECTRA figures' common ELECTRA and
+    BERT runs). Their cells of one key must have one command, which tests check and the
+    runner's recipe check enforces.
   """
   name: str
   paper: str
@@ -99,6 +104,7 @@ class Table:
   cells: Optional[Callable[..., list]] = None
   report: Optional[Callable[..., list[str]]] = None
   plot: Optional[Callable[..., Optional[str]]] = None
+  folder: str = ""
 
   def scale(self, name: str) -> Scale:
     if name not in self.scales:

@@ -69,12 +69,13 @@ def test_electra_table5_and_generator_sweep_cells(tmp_path):
 def test_learning_curve_fine_tunes_checkpoints_and_plots_score_against_flops(tmp_path):
   table, out = electra.LEARNING_CURVE, tmp_path / "out"
   cpu = {c.key: c for c in grid.cells(table, "cpu", str(out))}
-  assert electra.curve_steps(table.scale("cpu")) == [750, 1500, 3000]
-  early = cpu["finetune/electra/step750/sst2/seed1"]
-  assert f"--checkpoint={out}/electra/pretrain/checkpoints/750" in early.command
-  assert early.step == 750 and early.needs == ("pretrain/electra",)
+  assert electra.curve_steps(table.scale("cpu")) == [500, 1500, 3000]
+  assert electra.curve_steps(table.scale("paper")) == [191500, 383000, 766000]
+  early = cpu["finetune/electra/step500/sst2/seed1"]
+  assert f"--checkpoint={out}/electra/pretrain/checkpoints/500" in early.command
+  assert early.step == 500 and early.needs == ("pretrain/electra",)
   assert "finetune/bert/sst2/seed2" in cpu  # the last step: the final model's cell
-  assert "--gin_bindings=Trainer.keep_checkpoints = 4" in cpu["pretrain/bert"].command
+  assert "--gin_bindings=Trainer.keep_checkpoints = 6" in cpu["pretrain/bert"].command
   # Run the tiny grid (on two seeds) with fake commands: steps 1 and 2, scores rising with
   # the step.
   table = dataclasses.replace(table, scales={
@@ -112,8 +113,61 @@ def test_learning_curve_refuses_a_scale_that_drops_its_checkpoints():
   import dataclasses
   scale = electra.LEARNING_CURVE.scale("cpu")
   dropped = dataclasses.replace(scale, pretrain={**scale.pretrain, "keep_checkpoints": 3})
-  with pytest.raises(ValueError, match="keep_checkpoints >= 4"):
+  with pytest.raises(ValueError, match="keep_checkpoints >= 6"):
     electra.curve_steps(dropped)
+
+
+ELECTRA_TABLES = (electra.TABLE5, electra.GENERATOR_SIZE, electra.LEARNING_CURVE)
+
+
+@pytest.mark.parametrize("scale", ["tiny", "cpu"])
+def test_the_electra_tables_share_one_folder_and_their_common_runs(scale, tmp_path):
+  """Table 5's ELECTRA and BERT runs are the learning curve's, and its ELECTRA the generator
+  sweep's 1/4: one folder, and one command for every key two of the tables build."""
+  outs = {cli.default_out(t, scale) for t in ELECTRA_TABLES}
+  assert outs == {cli.default_out(electra.TABLE5, scale)} and outs.pop().endswith(
+      f"experiments/electra/out/electra_{scale}")
+  # The paper's scale writes a gin file per arm: each table keeps its own folder there.
+  assert len({cli.default_out(t, "paper") for t in ELECTRA_TABLES}) == 3
+  commands = {}
+  for table in ELECTRA_TABLES:
+    for cell in grid.cells(table, scale, str(tmp_path)):
+      commands.setdefault(cell.key, set()).add(cell.command)
+  assert all(len(c) == 1 for c in commands.values()), [k for k, c in commands.items()
+                                                       if len(c) > 1]
+  if scale == "cpu":
+    pretrainings = sorted(k for k in commands if k.startswith("pretrain/"))
+    assert pretrainings == [f"pretrain/{a}" for a in sorted(
+        ["electra", "all_tokens_mlm", "replace_mlm", "electra_15", "bert",
+         "generator_1_2", "generator_3_4", "generator_1_1"])]
+    sweep = {a.label: a.name for a in electra.GENERATOR_SIZE.arms}
+    assert sweep["generator 1/4"] == "electra"
+    # 5 + 4 + 2 pretrainings and 15 + 12 + 18 fine-tunings, 8 and 36 of them distinct.
+    assert len(commands) == 1 + 8 + 15 + 9 + 12
+
+
+def test_a_table_sharing_the_folder_reruns_only_its_own_cells(tmp_path):
+  """Run at the tiny scale with fake commands in one folder: the generator sweep and the
+  learning curve find Table 5's ELECTRA pretraining and fine-tuning done."""
+  def execute(cell, log, timeout=None):
+    if cell.kind == "finetune":
+      open(os.path.join(cell.directory, "results.json"), "w").write(
+          json.dumps({"eval": {"dev": {"accuracy": 0.5}}}))
+      return 0
+    return FakeCommands()(cell, log)
+
+  ran = {}
+  for table in ELECTRA_TABLES:
+    status = runner.run(grid.cells(table, "tiny", str(tmp_path)), log=lambda m: None,
+                        execute=execute)
+    assert not status["failed"]
+    ran[table.name] = status["ran"]
+  assert ran["electra_generator_size"] == ["pretrain/generator_1_1",
+                                           "finetune/generator_1_1/sst2/seed0"]
+  # Table 5 trains no BERT at the tiny scale: the curve trains it, and all its points.
+  assert sorted(ran["electra_learning_curve"]) == [
+      "finetune/bert/sst2/seed0", "finetune/bert/step1/sst2/seed0",
+      "finetune/electra/step1/sst2/seed0", "pretrain/bert"]
 
 
 def test_paper_configs_of_the_new_tables_parse(tmp_path):

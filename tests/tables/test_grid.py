@@ -92,6 +92,31 @@ def test_a_fresh_machine_restores_finished_cells_from_the_ledger(tmp_path):
   assert "earlier_builds" not in ledger.load(book)["corpus"]
 
 
+def test_a_restored_run_that_a_table_sharing_the_folder_needs_runs_again(tmp_path):
+  """On a fresh machine, a table's ledger restores arm a's pretraining (its fine-tunings are
+  done), which holds no checkpoint here. A table sharing the folder that still needs that
+  pretraining (for another task) takes the marker back, and the corpus's: both run again."""
+  folder, book = str(tmp_path / "shared"), str(tmp_path / "toy.cells.json")
+  first = grid.cells(TABLE, "tiny", str(tmp_path / "machine1"))
+  runner.run(first, log=lambda m: None, execute=FakeCommands(),
+             on_done=lambda cell: ledger.record(book, [cell], first))
+  toy = grid.cells(TABLE, "tiny", folder)
+  assert len(ledger.restore(book, toy)) == len(toy)
+  with_rte = dataclasses.replace(
+      TABLE, name="toy_rte", arms=TABLE.arms[:1],
+      scales={"tiny": dataclasses.replace(TABLE.scale("tiny"), tasks=None)})
+  cells = grid.cells(with_rte, "tiny", folder)
+  assert ledger.restore(str(tmp_path / "toy_rte.cells.json"), cells) == []
+  assert not cells[0].done() and not cells[1].done()  # corpus, pretrain/a taken back
+  assert os.listdir(cells[1].directory) == []
+  commands = FakeCommands()
+  runner.run(cells, log=lambda m: None, execute=commands)
+  assert commands.ran == ["corpus", "pretrain/a"] + [f"finetune/a/rte/seed{s}" for s in range(3)]
+  # The toy table's own restore leaves the markers that ran here alone.
+  assert ledger.restore(book, toy) == [] and all(c.done() for c in toy)
+  assert not os.path.exists(os.path.join(cells[1].directory, ledger.RESTORED))
+
+
 def _two_sittings(tmp_path, first_commands, second_commands):
   """The toy table run on one machine, then on a fresh one from the ledger: (ledger path,
   the second machine's cells)."""
