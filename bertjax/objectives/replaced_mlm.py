@@ -13,15 +13,22 @@ paper's copy mechanism: the token's probability is
 so a token left as it was can be copied, and a replaced one must come from the softmax.
 Both terms are cross-entropies of the same scale, so the network's weight is 1 (ELECTRA's
 50 offsets a binary loss much smaller than an MLM's).
+
+`max_predictions` runs the vocabulary heads scored at the masked positions only there, up
+to that many a sequence, as ELECTRA's own code does for all its ablations: the generator's
+(and its sampling), and Replace MLM's network head. Selected tokens beyond it keep their
+original token and are left out of both MLM losses (`mlm_dropped`). All-Tokens MLM's
+network still predicts every position.
 """
 import dataclasses
+from typing import Optional
 
 import gin
 import jax
 import jax.numpy as jnp
 
 from bertjax import batch as contract
-from bertjax.objectives import base
+from bertjax.objectives import base, mlm as mlm_objective
 from bertjax.objectives.rtd import token_weights
 
 
@@ -50,17 +57,22 @@ class ReplacedMLM:
   """Replace MLM (`all_tokens=False`) or All-Tokens MLM (`all_tokens=True`, which needs
   the model's `copy_logits`: ElectraAllTokensMLM).
 
-  Metrics: mlm_loss / mlm_accuracy (the generator, on the masked positions) and
-  replaced_mlm_loss / replaced_mlm_accuracy (the network, on the positions it is scored on).
+  max_predictions: when set, the heads scored at the masked positions run at most this
+    many a sequence (the model gets `masked_positions`); None runs them everywhere.
+  Metrics: mlm_loss / mlm_accuracy (the generator, on the masked positions; with
+  mlm_unseen_* and mlm_dropped as BERT's MLM) and replaced_mlm_loss / replaced_mlm_accuracy
+  (the network, on the positions it is scored on).
   """
   all_tokens: bool = False
   generator_weight: float = 1.0
   mlm_weight: float = 1.0
+  max_predictions: Optional[int] = None
   rng_names: tuple[str, ...] = ("sample",)
 
   def model_inputs(self, batch):
-    return {**contract.select(batch, contract.ENCODER_INPUTS),
-            **contract.require(batch, contract.MLM, "ReplacedMLM")}
+    inputs = {**contract.select(batch, contract.ENCODER_INPUTS),
+              **contract.require(batch, contract.MLM, "ReplacedMLM")}
+    return mlm_objective.with_masked_positions(inputs, batch, self.max_predictions)
 
   def __call__(self, outputs, batch):
     needed = ("generator_logits", "logits", "corrupted_ids") + (
@@ -70,20 +82,20 @@ class ReplacedMLM:
         model = "ElectraAllTokensMLM" if self.all_tokens else "ElectraReplacedMLM"
         raise ValueError(f"ReplacedMLM(all_tokens={self.all_tokens}) needs the model output "
                          f"{key!r}; use bertjax.models.electra.{model}.")
-    mlm = contract.require(batch, contract.MLM, "ReplacedMLM")
-    targets, weights = mlm["mlm_targets"], mlm["mlm_weights"]
-    gen_sum, gen_correct, gen_count = base.weighted_cross_entropy(
-        outputs["generator_logits"], targets, weights)
+    scored = mlm_objective.scored_targets(batch, self.max_predictions, "mlm", "ReplacedMLM")
+    generator_loss, metrics = mlm_objective.token_cross_entropy(outputs["generator_logits"],
+                                                                scored, "mlm")
     if self.all_tokens:
-      originals = jnp.where(weights > 0, targets, batch["input_ids"])
+      mlm = contract.require(batch, contract.MLM, "ReplacedMLM")
+      originals = jnp.where(mlm["mlm_weights"] > 0, mlm["mlm_targets"], batch["input_ids"])
       net_sum, net_correct, net_count = copy_mixture_loss(
           outputs["logits"], outputs["copy_logits"], outputs["corrupted_ids"], originals,
           token_weights(batch))
     else:
       net_sum, net_correct, net_count = base.weighted_cross_entropy(
-          outputs["logits"], targets, weights)
-    loss = (self.generator_weight * base.safe_mean(gen_sum, gen_count)
+          outputs["logits"], scored.targets, scored.weights)
+    loss = (self.generator_weight * generator_loss
             + self.mlm_weight * base.safe_mean(net_sum, net_count))
-    return loss, {"mlm_loss": (gen_sum, gen_count), "mlm_accuracy": (gen_correct, gen_count),
-                  "replaced_mlm_loss": (net_sum, net_count),
-                  "replaced_mlm_accuracy": (net_correct, net_count)}
+    metrics.update({"replaced_mlm_loss": (net_sum, net_count),
+                    "replaced_mlm_accuracy": (net_correct, net_count)})
+    return loss, metrics

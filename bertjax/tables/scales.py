@@ -43,16 +43,18 @@ CPU_MLM_BINDINGS = ("warmup_linear_decay.peak_value = 2e-3",
                     "warmup_linear_decay.warmup_steps = 300",
                     "MaskedLM.max_predictions = 20")
 
-# The ELECTRA recipe (the three ELECTRA tables): the MLM recipe's length, generator and MLM
-# heads at the same 20 positions, at ELECTRA-Small's peak rate. At the MLM recipe's 2e-3 the
+# The ELECTRA recipe (the three ELECTRA tables): the MLM recipe's length, every head scored
+# at the masked positions run at the same 20 of them (the generators', BERT's MLM head,
+# Replace MLM's network head), at ELECTRA-Small's peak rate. At the MLM recipe's 2e-3 the
 # discriminator never left its base rate (loss within 0.006 of the replaced share's entropy
 # and recall 0 through step 2,000, while its generator became a unigram model that copies
 # the kept tokens); at 5e-4 it moved off it, if only a little (0.012 nats below held out at
 # step 750, recall up to 5%): experiments/electra/cpu_probe.md.
+ELECTRA_HEADS_AT_20 = ("ReplacedTokenDetection.max_predictions = 20",
+                       "ReplacedMLM.max_predictions = 20",
+                       "MaskedLM.max_predictions = 20")
 CPU_ELECTRA_BINDINGS = ("warmup_linear_decay.peak_value = 5e-4",
-                        "warmup_linear_decay.warmup_steps = 300",
-                        "ReplacedTokenDetection.max_predictions = 20",
-                        "MaskedLM.max_predictions = 20")
+                        "warmup_linear_decay.warmup_steps = 300") + ELECTRA_HEADS_AT_20
 
 TINY_FINETUNE = ("--max_train_examples=16", "--max_eval_examples=16", "--max_steps=2",
                  "--max_seq_length=32", "--batch_size=8", "--eval_batch_size=16",

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bertjax.models import bert, electra
-from bertjax.objectives import replaced_mlm, rtd
+from bertjax.objectives import mlm as mlm_objective, replaced_mlm, rtd
 from tests.helpers import trainer as tl
 
 MASK = 4  # tl.SyntheticMlmNsp writes [MASK] as id 4
@@ -136,3 +136,42 @@ def test_the_network_reads_generator_samples_never_mask():
   shapes = jax.eval_shape(lambda: model.init_with_output(
       jax.random.PRNGKey(0), **objective.model_inputs(batch))[0])
   assert shapes["copy_logits"].shape == batch["input_ids"].shape
+
+
+def test_max_predictions_runs_the_masked_position_heads_there_only():
+  """With max_predictions the generator's head and Replace MLM's network head run at the
+  gathered masked positions: the same losses as the heads run everywhere (nothing dropped
+  here), logits that are the network's at those positions, All-Tokens' still everywhere."""
+  batch = _batch()
+  most = int(batch["mlm_weights"].sum(-1).max())
+  full = _outputs(batch)
+  positions = mlm_objective.masked_positions(batch["mlm_weights"], most)
+  at = lambda x: jnp.take_along_axis(x, positions[..., None], axis=1)
+  for all_tokens in (False, True):
+    gathered = {**full, "generator_logits": at(full["generator_logits"])}
+    if not all_tokens:
+      gathered["logits"] = at(full["logits"])
+    everywhere = replaced_mlm.ReplacedMLM(all_tokens=all_tokens)
+    there = replaced_mlm.ReplacedMLM(all_tokens=all_tokens, max_predictions=most)
+    want, want_metrics = everywhere(full, batch)
+    got, metrics = there(gathered, batch)
+    np.testing.assert_allclose(float(got), float(want), rtol=1e-6)
+    assert float(metrics["mlm_dropped"][0]) == 0
+    for key in ("mlm_loss", "replaced_mlm_loss", "replaced_mlm_accuracy"):
+      np.testing.assert_allclose(np.asarray(metrics[key]), np.asarray(want_metrics[key]),
+                                 rtol=1e-6)
+  # The models: [B, P, V] logits for Replace MLM, equal to the network's own at P.
+  for model, shape in ((electra.ElectraReplacedMLM(CFG), positions.shape),
+                       (electra.ElectraAllTokensMLM(CFG), batch["input_ids"].shape)):
+    objective = replaced_mlm.ReplacedMLM(all_tokens=model.copy_mechanism, max_predictions=most)
+    params = bert.init_params(model, jax.random.PRNGKey(0))
+    out = model.apply({"params": params}, **objective.model_inputs(batch),
+                      rngs={"sample": jax.random.PRNGKey(5)})
+    assert out["generator_logits"].shape == positions.shape + (tl.VOCAB,)
+    assert out["logits"].shape == shape + (tl.VOCAB,)
+    network = electra.ElectraForMaskedLM(CFG).apply(
+        {"params": electra.mlm_params(params)}, out["corrupted_ids"], batch["attention_mask"],
+        batch["token_type_ids"])["logits"]
+    if not model.copy_mechanism:
+      network = at(network)
+    np.testing.assert_allclose(np.asarray(out["logits"]), np.asarray(network), atol=1e-5)

@@ -62,6 +62,29 @@ def test_list_says_how_far_each_table_is_from_its_ledger(capsys):
   assert 3 < hours < 12
 
 
+def test_every_pretraining_of_every_runnable_scale_parses(tmp_path):
+  """Each table's pretraining commands at the tiny and CPU scales: their gin files and
+  bindings parse with every configurable registered (a misspelt binding fails here, not an
+  hour into a sitting)."""
+  import gin  # pylint: disable=g-import-not-at-top
+  from bertjax import main  # pylint: disable=g-import-not-at-top
+  from bertjax.tables import catalog, grid  # pylint: disable=g-import-not-at-top
+  parsed = 0
+  try:
+    for table in catalog.TABLES.values():
+      for scale in ("tiny", "cpu"):
+        for cell in grid.cells(table, scale, str(tmp_path)):
+          if cell.kind == "pretrain" and cell.command[2] == "bertjax.main":
+            flags = [a.split("=", 1) for a in cell.command[3:]]
+            gin.clear_config()
+            main.parse_gin([v for k, v in flags if k == "--gin_file"],
+                           [v for k, v in flags if k == "--gin_bindings"])
+            parsed += 1
+  finally:
+    gin.clear_config()
+  assert parsed > 40
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("argv", [a for a in readme_table_commands()
                                   if a[0] not in RUN_ELSEWHERE], ids=lambda argv: argv[0])

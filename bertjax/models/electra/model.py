@@ -267,10 +267,11 @@ class ElectraGeneratorDiscriminator(nn.Module):
     out = self.corrupt(input_ids, attention_mask, token_type_ids, position_ids, segment_ids,
                        mlm_targets, mlm_weights, masked_positions, deterministic=deterministic,
                        output_hidden_states=output_hidden_states)
-    return self.heads(out)
+    return self.heads(out, masked_positions)
 
-  def heads(self, out: dict) -> dict:
-    """The discriminator encoder's outputs + what its head(s) read from them."""
+  def heads(self, out: dict, masked_positions=None) -> dict:
+    """The discriminator encoder's outputs + what its head(s) read from them (a head scored
+    only at the masked positions may run only at `masked_positions`)."""
     out["discriminator_logits"] = self.discriminator_head(out["last_hidden_state"])
     return out
 

@@ -20,7 +20,8 @@ from bertjax.models.electra.model import (DiscriminatorHead, ElectraGeneratorDis
 
 
 class ElectraReplacedMLM(ElectraGeneratorDiscriminator):
-  """Replace MLM. Outputs: `logits` [B, L, V] (the network's MLM over the corrupted input),
+  """Replace MLM. Outputs: `logits` [B, L, V] (the network's MLM over the corrupted input;
+  [B, P, V] when given `masked_positions` [B, P], where it is scored, as the generator's),
   `generator_logits`, `replaced`, `corrupted_ids`, `last_hidden_state`."""
   copy_mechanism: bool = False
 
@@ -30,16 +31,19 @@ class ElectraReplacedMLM(ElectraGeneratorDiscriminator):
     if self.copy_mechanism:
       self.copy_head = DiscriminatorHead(self.config)
 
-  def heads(self, out: dict) -> dict:
+  def heads(self, out: dict, masked_positions=None) -> dict:
     hidden = out["last_hidden_state"]
-    out["logits"] = self.mlm_head(hidden, self.embeddings.word_embeddings)
+    # All-Tokens MLM predicts every position; Replace MLM only the masked ones.
+    at = None if self.copy_mechanism else masked_positions
+    out["logits"] = self.mlm_head(hidden, self.embeddings.word_embeddings, at)
     if self.copy_mechanism:
       out["copy_logits"] = self.copy_head(hidden)
     return out
 
 
 class ElectraAllTokensMLM(ElectraReplacedMLM):
-  """All-Tokens MLM: Replace MLM + `copy_logits` [B, L] (the copy probability's logit)."""
+  """All-Tokens MLM: Replace MLM + `copy_logits` [B, L] (the copy probability's logit);
+  its `logits` are [B, L, V] always (only the generator's run at `masked_positions`)."""
   copy_mechanism: bool = True
 
 
