@@ -13,9 +13,26 @@ from bertjax.data.preprocessors import span_corruption
 TABLES = (t5.OBJECTIVES, t5.CORRUPTION)
 
 
-def test_the_two_tables_cover_every_paper_variant_once():
-  arms = [arm.name for table in TABLES for arm in table.arms]
-  assert sorted(arms) == sorted(span_corruption.PAPER_VARIANTS) and len(set(arms)) == 15
+def test_the_two_tables_pretrain_every_paper_variant_once(tmp_path):
+  """15 arms over 13 distinct variants: the corruption table's 15% i.i.d. and mean-span-3
+  rows are the objectives table's i.i.d. replace spans and span corruption runs, shared in
+  one folder (one command per key)."""
+  variant = lambda name: tuple(sorted(span_corruption.PAPER_VARIANTS[name].items()))
+  names = {arm.name for table in TABLES for arm in table.arms}
+  assert sum(len(table.arms) for table in TABLES) == 15 and len(names) == 13
+  assert {variant(n) for n in names} == {variant(n) for n in span_corruption.PAPER_VARIANTS}
+  assert len({variant(n) for n in names}) == 13
+  assert variant("corruption_rate_15") == variant("iid_replace_spans")
+  assert variant("span_length_3") == variant("span_corruption")
+  assert cli.default_out(t5.OBJECTIVES, "cpu") == cli.default_out(t5.CORRUPTION, "cpu")
+  labels = {a.name: a.label for a in t5.CORRUPTION.arms}
+  assert labels["iid_replace_spans"] == "i.i.d. 15%"
+  assert labels["span_corruption"] == "spans of mean length 3"
+  commands = {}
+  for table in TABLES:
+    for cell in grid.cells(table, "cpu", str(tmp_path)):
+      commands.setdefault(cell.key, set()).add(cell.command)
+  assert len(commands) == 1 + 13 + 13 * 3 and all(len(c) == 1 for c in commands.values())
 
 
 @pytest.mark.parametrize("table", TABLES, ids=lambda t: t.name)

@@ -62,6 +62,27 @@ def test_list_says_how_far_each_table_is_from_its_ledger(capsys):
   assert 3 < hours < 12
 
 
+def test_tables_sharing_a_folder_give_each_shared_cell_one_command(tmp_path):
+  """Tables of one paper that name the same folder (Table.folder) run a cell of one key
+  once for all: at every runnable scale, its command is the same in each of them."""
+  from bertjax.tables import catalog, grid  # pylint: disable=g-import-not-at-top
+  groups = {}
+  for table in catalog.TABLES.values():
+    if table.folder:
+      groups.setdefault((table.paper, table.folder), []).append(table)
+  assert sorted(len(g) for g in groups.values()) == [2, 3]  # T5's two, ELECTRA's three
+  for tables in groups.values():
+    for scale in ("tiny", "cpu"):
+      outs = {tables_cli.default_out(t, scale) for t in tables}
+      assert len(outs) == 1
+      commands = {}
+      for table in tables:
+        for cell in grid.cells(table, scale, str(tmp_path)):
+          commands.setdefault(cell.key, set()).add(cell.command)
+      assert all(len(c) == 1 for c in commands.values()), (
+          [t.name for t in tables], scale, [k for k, c in commands.items() if len(c) > 1])
+
+
 def test_every_pretraining_of_every_runnable_scale_parses(tmp_path):
   """Each table's pretraining commands at the tiny and CPU scales: their gin files and
   bindings parse with every configurable registered (a misspelt binding fails here, not an
