@@ -1,6 +1,6 @@
 """The README's table commands (section "Reproducing the papers"), run at the tiny scale:
-every cell of the BERT Table 5 grid in this process (tests/helpers/cli.py), then again to
-check that a finished table is skipped; `--scale=paper` writes and parses its gin."""
+every cell of each table in this process (tests/helpers/cli.py), the tables that share a
+folder in one folder, then again to check that a finished table is skipped."""
 import os
 import re
 import shlex
@@ -106,29 +106,54 @@ def test_every_pretraining_of_every_runnable_scale_parses(tmp_path):
   assert parsed > 40
 
 
+def readme_command_groups() -> list[list[list[str]]]:
+  """The README's table commands (less RUN_ELSEWHERE), those of tables sharing a folder
+  (Table.folder) together, in the README's order: one sitting of them runs each shared cell
+  once."""
+  from bertjax.tables import catalog  # pylint: disable=g-import-not-at-top
+  groups = {}
+  for argv in readme_table_commands():
+    if argv[0] not in RUN_ELSEWHERE:
+      table = catalog.get(argv[0])
+      groups.setdefault(table.folder or table.name, []).append(argv)
+  return list(groups.values())
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("argv", [a for a in readme_table_commands()
-                                  if a[0] not in RUN_ELSEWHERE], ids=lambda argv: argv[0])
-def test_readme_table_command_end_to_end_at_tiny_scale(argv, tmp_path, capsys):
-  argv = [a.replace("--scale=cpu", "--scale=tiny") for a in argv]
-  out, results = tmp_path / argv[0], tmp_path / f"{argv[0]}.md"
-  args = argv + [f"--out={out}", f"--results={results}"]
-  assert tables_cli.main(args, execute=in_process) == 0
-  text = results.read_text()
-  assert re.search(r"(\d+) of \1 cells done", text), text
-  # Every arm trained is scored (on the tiny scale's one seed: a plain number).
-  assert len(re.findall(r"^\| [^|]+ \| \d+\.\d \|", text, re.M)) >= 2, text
-  assert "FLOPs" in text or "## Pretraining" not in text
-  # Every fine-tuning starts from its arm's pretrained weights.
+@pytest.mark.parametrize("group", readme_command_groups(),
+                         ids=lambda group: "+".join(argv[0] for argv in group))
+def test_readme_table_command_end_to_end_at_tiny_scale(group, tmp_path, capsys):
+  """Each table of the group in turn, in one folder: a later table skips the cells an
+  earlier one made (and the check of each cell's command against the folder's holds)."""
   from bertjax.tables import catalog, grid, runner  # pylint: disable=g-import-not-at-top
-  for cell in grid.cells(catalog.get(argv[0]), "tiny", str(out)):
-    if cell.step is not None:  # the learning curve's: from that pretraining step's weights
-      assert re.search(rf", step {cell.step}\b", cell.record()["encoder"]), cell.record()
-    if cell.kind == "t2t_finetune":
-      pretrained = os.path.join(str(out), cell.arm, "pretrain")
-      log = open(os.path.join(cell.directory, runner.LOG)).read()
-      assert f"Initialized from {pretrained} (weights); 0 parameters new" in log, log[-2000:]
-  capsys.readouterr()
-  # A second sitting finds every cell done and runs nothing.
-  assert tables_cli.main(args, execute=in_process) == 0
+  out = tmp_path / "out"
+  sittings, ran = [], set()
+  for argv in group:
+    argv = [a.replace("--scale=cpu", "--scale=tiny") for a in argv]
+    results = tmp_path / f"{argv[0]}.md"
+    sittings.append(argv + [f"--out={out}", f"--results={results}"])
+    assert tables_cli.main(sittings[-1], execute=in_process) == 0
+    text = results.read_text()
+    assert re.search(r"(\d+) of \1 cells done", text), text
+    # Every arm trained is scored (on the tiny scale's one seed: a plain number).
+    assert len(re.findall(r"^\| [^|]+ \| \d+\.\d \|", text, re.M)) >= 2, text
+    assert "FLOPs" in text or "## Pretraining" not in text
+    cells = grid.cells(catalog.get(argv[0]), "tiny", str(out))
+    # A cell an earlier table of the group made is not made again.
+    running = set(re.findall(r"running (\S+)", capsys.readouterr().out))
+    assert not running & ran, running & ran
+    assert running <= {c.key for c in cells}
+    ran |= running
+    for cell in cells:
+      if cell.step is not None:  # the learning curve's: from that pretraining step's weights
+        assert re.search(rf", step {cell.step}\b", cell.record()["encoder"]), cell.record()
+      if cell.kind == "t2t_finetune":  # every fine-tuning starts from its arm's weights
+        pretrained = os.path.join(str(out), cell.arm, "pretrain")
+        log = open(os.path.join(cell.directory, runner.LOG)).read()
+        assert f"Initialized from {pretrained} (weights); 0 parameters new" in log, log[-2000:]
+  if len(group) > 1:
+    assert len(ran) < sum(len(grid.cells(catalog.get(a[0]), "tiny", str(out))) for a in group)
+  # A second sitting of each finds every cell done and runs nothing.
+  for args in sittings:
+    assert tables_cli.main(args, execute=in_process) == 0
   assert "running" not in capsys.readouterr().out
