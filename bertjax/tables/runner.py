@@ -160,15 +160,23 @@ def run(all_cells: list[Cell], log: Callable[[str], None] = print,
   `table_out` is given). With a `deadline` (a `time.time()`), no cell starts after it and
   those running then are stopped (`execute` gets `timeout=`).
 
+  Of the cells whose prerequisites are done, the deepest starts first (a fine-tuning of a
+  finished pretraining before another pretraining), in running order among equals: a
+  sitting cut short leaves whole arms done, whose results the ledger keeps, rather than
+  pretrainings a fresh machine has to make again for want of their checkpoints.
+
   With `workers` > 1, up to that many cells run at once, each pinned to its share of the
-  cores (`execute` gets `cpus=`), started in running order as their prerequisites finish;
-  a timing cell (grid.ALONE_KINDS) runs with no other cell beside it, on every core.
+  cores (`execute` gets `cpus=`); a timing cell (grid.ALONE_KINDS) runs with no other cell
+  beside it, on every core.
   Returns the keys {'skipped': ..., 'ran': ..., 'failed': ..., 'blocked': ...,
   'out_of_time': ...}: the last are the cells stopped at the deadline or not started for it."""
   status = {"skipped": [c.key for c in all_cells if c.done()],
             "ran": [], "failed": [], "blocked": [], "out_of_time": []}
   by_key = {c.key: c for c in all_cells}
-  pending = [c for c in all_cells if not c.done()]
+  depth = {}
+  for cell in all_cells:  # grid.cells lists a cell after those it needs
+    depth[cell.key] = 1 + max((depth[k] for k in cell.needs if k in depth), default=-1)
+  pending = sorted((c for c in all_cells if not c.done()), key=lambda c: -depth[c.key])
   unfinished = set()  # keys of this sitting's cells that failed, were blocked or ran out of time
   free = cpu_slots(workers)
   running = {}        # future -> (cell, its slot of cores)
@@ -188,7 +196,7 @@ def run(all_cells: list[Cell], log: Callable[[str], None] = print,
         elif deadline is not None and deadline <= time.time():
           end(cell, "out_of_time")
         elif not free or any(c.alone for c, _ in running.values()) or (cell.alone and running):
-          break  # no cores for it yet; the cells after it wait too, keeping the running order
+          break  # no cores for it yet; the cells after it wait too, keeping the order
         else:
           slot = free.pop(0)
           log(f"running {cell.key}")

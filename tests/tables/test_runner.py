@@ -16,7 +16,8 @@ from tests.tables.toy import TABLE, FakeCommands
 def test_a_sitting_ends_at_its_time_limit_and_the_next_goes_on(tmp_path):
   """With a deadline no cell starts after it and the running one gets the time left as its
   timeout (a clock the fake commands advance); stopped cells are not failures, and the
-  next sitting runs exactly what is left."""
+  next sitting runs exactly what is left. A finished pretraining's fine-tunings come before
+  the next pretraining."""
   clock = [1000.0]
   given = {}
 
@@ -32,18 +33,18 @@ def test_a_sitting_ends_at_its_time_limit_and_the_next_goes_on(tmp_path):
   cells = grid.cells(TABLE, "tiny", str(tmp_path))
   with mock.patch.object(runner.time, "time", lambda: clock[0]):
     status = runner.run(cells, log=lambda m: None, execute=Timed(), deadline=1025.0)
-  assert given == {"corpus": 25.0, "pretrain/a": 15.0, "pretrain/b": 5.0}
+  assert given == {"corpus": 25.0, "pretrain/a": 15.0, "finetune/a/sst2/seed0": 5.0}
   assert status["ran"] == ["corpus", "pretrain/a"] and status["failed"] == []
-  # In either order: pretrain/b's thread may move the clock past the deadline before the
-  # runner sees that pretrain/b has ended.
+  # In any order: the stopped cell's thread may move the clock past the deadline before the
+  # runner sees that it has ended.
   assert sorted(status["out_of_time"]) == [f"finetune/a/sst2/seed{s}" for s in range(3)] + [
       "pretrain/b"]
   assert status["blocked"] == [f"finetune/b/sst2/seed{s}" for s in range(3)]
   assert not cells[2].done()
   later = FakeCommands()
   status = runner.run(cells, log=lambda m: None, execute=later)
-  assert later.ran == ["pretrain/b"] + [f"finetune/{a}/sst2/seed{s}" for a in "ab"
-                                        for s in range(3)]
+  assert later.ran == [f"finetune/a/sst2/seed{s}" for s in range(3)] + ["pretrain/b"] + [
+      f"finetune/b/sst2/seed{s}" for s in range(3)]
   assert status["out_of_time"] == [] and status["skipped"] == ["corpus", "pretrain/a"]
 
 
