@@ -20,6 +20,7 @@ ELECTRA is the generator sweep's 1/4, so each is pretrained and fine-tuned once 
 """
 import dataclasses
 import math
+import textwrap
 
 from bertjax.tables import grid, report, scales
 from bertjax.tables.bert import MRPC, RTE, SST2
@@ -226,13 +227,16 @@ def plot_curve(table: Table, scale_name: str, cells: list[grid.Cell], path: str)
                   yerr=[0.0 if math.isnan(s) else s for _, (_, s) in done], marker="o",
                   capsize=2, label=arm.label)
     ax.set_xscale("log")
+    # A span under a decade gets labelled minor ticks, which overlap: only the decades.
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("pretraining FLOPs")
     ax.set_ylabel(task.label)
     ax.legend(fontsize=7)
   if not drawn:
     plt.close(fig)
     return None
-  fig.suptitle(f"{table.title} ({scale_name})", fontsize=9)
+  width = int(13 * 3.4 * len(tasks))  # characters of a 9-point title across the figure
+  fig.suptitle(textwrap.fill(f"{table.title} ({scale_name})", width), fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)
