@@ -20,7 +20,6 @@ ELECTRA is the generator sweep's 1/4, so each is pretrained and fine-tuned once 
 """
 import dataclasses
 import math
-import textwrap
 
 from bertjax.tables import grid, report, scales
 from bertjax.tables.bert import MRPC, RTE, SST2
@@ -214,7 +213,8 @@ def plot_curve(table: Table, scale_name: str, cells: list[grid.Cell], path: str)
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   scale = table.scale(scale_name)
   tasks = table.tasks_at(scale)
-  fig, axes = plt.subplots(1, len(tasks), figsize=(3.4 * len(tasks), 3.0), squeeze=False)
+  width_inches = 3.4 * len(tasks)
+  fig, axes = plt.subplots(1, len(tasks), figsize=(width_inches, 3.0), squeeze=False)
   drawn = False
   for ax, task in zip(axes[0], tasks):
     for arm in table.arms:
@@ -235,8 +235,7 @@ def plot_curve(table: Table, scale_name: str, cells: list[grid.Cell], path: str)
   if not drawn:
     plt.close(fig)
     return None
-  width = int(13 * 3.4 * len(tasks))  # characters of a 9-point title across the figure
-  fig.suptitle(textwrap.fill(f"{table.title} ({scale_name})", width), fontsize=9)
+  fig.suptitle(report.plot_title(table, scale_name, width_inches), fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)

@@ -207,6 +207,12 @@ def markdown(table: Table, scale_name: str, cells: list[grid.Cell], command: str
   return "\n".join(lines + ["```", ""])
 
 
+def plot_title(table: Table, scale_name: str, width_inches: float) -> str:
+  """The table's title and scale, wrapped to a figure `width_inches` wide (about 12
+  characters an inch at the 9-point size the plots use)."""
+  return textwrap.fill(f"{table.title} ({scale_name})", int(12 * width_inches))
+
+
 def plot_scores(table: Table, scale_name: str, cells: list[grid.Cell], path: str) -> Optional[str]:
   """Grouped bars (one group per task, one bar per arm) with the seeds' std."""
   import matplotlib  # pylint: disable=g-import-not-at-top
@@ -234,9 +240,7 @@ def plot_scores(table: Table, scale_name: str, cells: list[grid.Cell], path: str
   ax.set_xticks([t + 0.4 - width / 2 for t in range(len(tasks))])
   ax.set_xticklabels([t.label for t in tasks], fontsize=8)
   ax.set_ylabel("score (mean ± std over seeds)")
-  # Wrapped to the figure's width (about 12 characters an inch at this size).
-  ax.set_title(textwrap.fill(f"{table.title} ({scale_name})", int(12 * width_inches)),
-               fontsize=9)
+  ax.set_title(plot_title(table, scale_name, width_inches), fontsize=9)
   # Below the axes, so that no bar or error bar hides behind it.
   ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
   fig.savefig(path, dpi=110, bbox_inches="tight")
