@@ -33,14 +33,15 @@ class PrunedStack(nn.Module):
   layer: tuple  # TransformerLayer keyword arguments (LAYER_FIELDS) as pairs
 
   @nn.compact
-  def __call__(self, x, mask=None, bias=None, *, deterministic: bool = True,
+  def __call__(self, x, mask=None, bias=None, *, positions=None, deterministic: bool = True,
                output_hidden_states: bool = False, decode: bool = False):
     if decode:
       raise ValueError("decode: a pruned model has no key/value cache; decode unpruned.")
     states = []
     for i, num_heads in enumerate(self.heads):
       x, _ = transformer.TransformerLayer(num_heads=num_heads, deterministic=deterministic,
-                                          **dict(self.layer), name=f"layer_{i}")(x, mask, bias)
+                                          **dict(self.layer), name=f"layer_{i}")(x, mask, bias,
+                                                                            positions)
       states.append(x)
     return x, (jnp.stack(states) if output_hidden_states else None)
 

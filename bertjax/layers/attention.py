@@ -15,7 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from bertjax.layers import dense, kv_cache
+from bertjax.layers import dense, kv_cache, rotary
 
 Dtype = jnp.dtype
 
@@ -80,6 +80,8 @@ class MultiHeadAttention(nn.Module):
   decode: bool = False
   cache_cross_kv: bool = False
   implementation: str = "xla"  # see IMPLEMENTATIONS
+  # Rotary positions (bertjax.layers.rotary) on queries and keys with this base; 0: none.
+  rotary_base: float = 0.0
 
   def _projection(self, name: str) -> dense.DenseGeneral:
     return dense.DenseGeneral((self.num_heads, self.head_dim), ("embed", "heads", "kv"),
@@ -88,8 +90,9 @@ class MultiHeadAttention(nn.Module):
 
   @nn.compact
   def __call__(self, inputs_q: jax.Array, inputs_kv: Optional[jax.Array] = None,
-               mask: Optional[jax.Array] = None, bias: Optional[jax.Array] = None, *,
-               deterministic: bool = True) -> jax.Array:
+               mask: Optional[jax.Array] = None, bias: Optional[jax.Array] = None,
+               positions: Optional[jax.Array] = None, *, deterministic: bool = True) -> jax.Array:
+    """positions: [B, L] token positions for rotary self-attention (default 0..L-1)."""
     if inputs_kv is None and not self.cache_cross_kv:
       inputs_kv = inputs_q
     query = self._projection("query")(inputs_q)
@@ -98,6 +101,8 @@ class MultiHeadAttention(nn.Module):
       key, value = kv_cache.cross_key_value(self, inputs_kv, project)
     else:
       key, value = project(inputs_kv)
+    if self.rotary_base:
+      query, key = self._rotate(query, key, positions)
     query = nn.with_logical_constraint(query, ("batch", "length", "heads", "kv"))
     key = nn.with_logical_constraint(key, ("batch", "kv_length", "heads", "kv"))
     value = nn.with_logical_constraint(value, ("batch", "kv_length", "heads", "kv"))
@@ -119,6 +124,15 @@ class MultiHeadAttention(nn.Module):
                              use_bias=self.use_bias, init_std=self.init_std, dtype=self.dtype,
                              name="out")(context)
     return nn.with_logical_constraint(out, ("batch", "length", "embed"))
+
+  def _rotate(self, query: jax.Array, key: jax.Array, positions: Optional[jax.Array]):
+    if self.decode or self.cache_cross_kv or query.shape[1] != key.shape[1]:
+      raise ValueError("Rotary positions are implemented for encoder self-attention only "
+                       "(no key/value cache, no cross-attention).")
+    if positions is None:
+      positions = jnp.broadcast_to(jnp.arange(query.shape[1]), query.shape[:2])
+    return (rotary.rotate(query, positions, self.rotary_base),
+            rotary.rotate(key, positions, self.rotary_base))
 
 
 # `implementation`: 'xla' builds softmax(q k^T) explicitly (any backend; attention dropout,

@@ -41,15 +41,21 @@ class TransformerLayer(nn.Module):
   attention_spec: Optional[Any] = None
   num_layers: int = 1  # depth of the stack, for per-layer attention patterns
   attention_implementation: str = "xla"  # attention.IMPLEMENTATIONS
+  rotary_base: float = 0.0  # rotary positions on queries and keys (layers.rotary); 0: none
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: Optional[Any] = None,
-               bias: Optional[jax.Array] = None, layer_index: Optional[jax.Array] = None):
+               bias: Optional[jax.Array] = None, positions: Optional[jax.Array] = None,
+               layer_index: Optional[jax.Array] = None):
     if self.attention_spec is None:
-      attn = attention.MultiHeadAttention(
+      attn = functools.partial(attention.MultiHeadAttention(
           self.num_heads, self.head_dim, self.attention_dropout, self.use_bias,
           init_std=self.init_std, dtype=self.dtype, decode=self.decode,
-          implementation=self.attention_implementation, name="attention")
+          implementation=self.attention_implementation, rotary_base=self.rotary_base,
+          name="attention"), positions=positions)
+    elif self.rotary_base:
+      raise ValueError("Rotary positions work with dense attention only; this stack's "
+                       f"attention is {type(self.attention_spec).__name__}.")
     elif self.attention_implementation != "xla":
       raise ValueError(f"attention_implementation={self.attention_implementation!r} runs dense "
                        f"attention only; this stack's attention is "
@@ -123,12 +129,16 @@ class TransformerStack(nn.Module):
   # is then the spec's `encoder_mask` (a TokenMask) and each layer gets its index.
   attention_spec: Optional[Any] = None
   attention_implementation: str = "xla"  # attention.IMPLEMENTATIONS
+  rotary_base: float = 0.0  # rotary positions (layers.rotary); 0: none
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: Optional[jax.Array] = None,
-               bias: Optional[jax.Array] = None, *, deterministic: bool = True,
-               output_hidden_states: bool = False, decode: bool = False):
+               bias: Optional[jax.Array] = None, *, positions: Optional[jax.Array] = None,
+               deterministic: bool = True, output_hidden_states: bool = False,
+               decode: bool = False):
     """Returns (final hidden state, [num_layers + 1, B, L, H] hidden states or None).
+
+    positions: [B, L] token positions for rotary attention (default 0..L-1).
 
     decode: incremental decoding; each layer keeps its key/value cache in the 'cache'
     collection (stacked on the layer axis like the parameters).
@@ -145,7 +155,7 @@ class TransformerStack(nn.Module):
             {} if self.share_parameters else {"params": 0})},
         variable_broadcast="params" if self.share_parameters else False,
         split_rngs={"params": not self.share_parameters, "dropout": True},
-        in_axes=(nn.broadcast, nn.broadcast) + ((0,) if self.attention_spec is not None else ()),
+        in_axes=(nn.broadcast,) * 3 + ((0,) if self.attention_spec is not None else ()),
         length=self.num_layers, unroll=layers_per_iteration(self.scan_unroll, self.num_layers),
         metadata_params={} if self.share_parameters else {nn.PARTITION_NAME: "layers"},
     )
@@ -156,8 +166,9 @@ class TransformerStack(nn.Module):
         layer_norm_eps=self.layer_norm_eps, pre_norm=self.pre_norm, use_bias=self.use_bias,
         init_std=self.init_std, dtype=self.dtype, deterministic=deterministic,
         emit_hidden_state=output_hidden_states, decode=decode,
-        attention_implementation=self.attention_implementation,
-        **self._attention_fields(), name="layers")(x, mask, bias, *self._layer_indices())
+        attention_implementation=self.attention_implementation, rotary_base=self.rotary_base,
+        **self._attention_fields(), name="layers")(x, mask, bias, positions,
+                                                   *self._layer_indices())
     return x, per_layer
 
   def _attention_fields(self) -> dict:

@@ -78,7 +78,7 @@ def pretrain_bindings(scale: Scale, arm: Arm, corpus_dir: Optional[str]) -> list
   bindings += [f"Trainer.{k} = {v!r}" for k, v in scale.pretrain.items()]
   bindings += list(scale.bindings)
   if corpus_dir is not None:
-    bindings += corpus_lib.gin_bindings(corpus_dir, scale.vocabulary)
+    bindings += corpus_lib.gin_bindings(corpus_dir, scale.vocabulary, scale.corpus)
   return bindings + list(arm.bindings)
 
 

@@ -26,7 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from bertjax import checkpoints
-from bertjax.train import distributed, flops, metrics as metrics_writer, optimizers, partitioning
+from bertjax.train import attention_signals, distributed, flops, metrics as metrics_writer
+from bertjax.train import optimizers, partitioning
 from bertjax.train import inputs as train_inputs, loop as train_loop, state as train_state
 from bertjax.train import prng, run_start, step as train_step
 from bertjax.configurables import typechecked
@@ -58,6 +59,9 @@ class Trainer:
       -> tf.data.Dataset or iterable of numpy batches (host-local).
     num_train_steps, batch_size (global), sequence_length, num_microbatches.
     eval_split, eval_batch_size, eval_steps (None: the whole split).
+    attention_signal_batches: on this many of the eval batches, also measure the largest
+      attention any head puts on the previous / next token (train.attention_signals:
+      whether the model has learned word order); 0: not measured.
     evaluators: more metrics at every evaluation, each a callable
       (model, params, task_name=, split=, sequence_length=) -> {name: float}, e.g.
       generation metrics (bertjax.train.evaluators.GenerationEvaluator).
@@ -88,7 +92,8 @@ class Trainer:
                num_train_steps: int = gin.REQUIRED, batch_size: int = gin.REQUIRED,
                sequence_length: int = 128, num_microbatches: int = 1,
                eval_split: str = "validation", eval_batch_size: int | None = None,
-               eval_steps: int | None = 20, evaluators: tuple | list = (),
+               eval_steps: int | None = 20, attention_signal_batches: int = 2,
+               evaluators: tuple | list = (),
                seed: int = 0, data_seed: int | None = None,
                log_every: int = 50, checkpoint_every: int = 1000, eval_every: int = 0,
                keep_checkpoints: int = 3, best_metric: str | None = None,
@@ -112,7 +117,7 @@ class Trainer:
     self.num_train_steps, self.batch_size = num_train_steps, batch_size
     self.sequence_length, self.num_microbatches = sequence_length, num_microbatches
     self.eval_split, self.eval_batch_size = eval_split, eval_batch_size or batch_size
-    self.eval_steps = eval_steps
+    self.eval_steps, self.attention_signal_batches = eval_steps, attention_signal_batches
     self.evaluators = tuple(evaluators)
     self.seed, self.data_seed = seed, seed if data_seed is None else data_seed
     self.log_every, self.checkpoint_every, self.eval_every = log_every, checkpoint_every, eval_every
@@ -230,6 +235,15 @@ class Trainer:
           out_shardings=partitioning.replicated(self.mesh))
     return self._compiled["eval"]
 
+  def _attention_step(self):
+    if "attention" not in self._compiled:
+      step = attention_signals.make_step(self.model, self.objective,
+                                         attention_signals.attention_signal_scope())
+      self._compiled["attention"] = partitioning.jit_sharded(
+          step, self.mesh, self.rules, in_shardings=(self.state_shardings.params, self.batch_sharding),
+          out_shardings=partitioning.replicated(self.mesh))
+    return self._compiled["attention"]
+
   # ------------------------------------------------------------------------- public
   MODES = ("train", "evaluate", "train_and_evaluate")
 
@@ -257,15 +271,19 @@ class Trainer:
     host_bs = train_inputs.host_shard(self.eval_batch_size, self.batch_sharding).batch_size
     dataset = self._dataset(self.eval_task, self.eval_split, self.eval_batch_size)
     total, batches = None, 0
+    signals = attention_signals.Accumulator()
     stream = train_inputs.take(train_inputs.iterate(dataset), self.eval_steps)
     for batch in train_inputs.in_step_across_hosts(stream):
-      batch = train_inputs.pad_batch(batch, host_bs)
-      m = self._eval_step()(params, train_inputs.to_global(batch, self.batch_sharding))
+      batch = train_inputs.to_global(train_inputs.pad_batch(batch, host_bs), self.batch_sharding)
+      m = self._eval_step()(params, batch)
+      if batches < self.attention_signal_batches:
+        signals.add(self._attention_step()(params, batch))
       total, batches = metrics_writer.sum_metrics(total, m), batches + 1
     if total is None:
       raise ValueError(f"Eval split {self.eval_split!r} of task {self.eval_task!r} is empty.")
     results = metrics_writer.reduce_metrics(jax.device_get(total))
     results["eval_batches"] = batches
+    results.update(signals.result())
     for evaluator in self.evaluators:
       results.update(evaluator(self.model, params, task_name=self.eval_task,
                                split=self.eval_split, sequence_length=self.sequence_length))
