@@ -137,12 +137,13 @@ def test_static_masks_repeat_across_epochs_dynamic_ones_differ():
   np.testing.assert_array_equal(s[0], d[0])  # Same seed stream -> same first epoch.
 
 
-def test_duplicate_examples_get_different_masks():
+def test_duplicate_examples_get_different_masks_a_whole_pass_apart():
   ds = masking.duplicate_examples(_examples(n=2), dupe_factor=10)
+  ids = [ex["input_ids"].tobytes() for ex in ds.as_numpy_iterator()]
+  assert len(ids) == 20 and ids[::2] == [ids[0]] * 10 and ids[1::2] == [ids[1]] * 10
   with seqio.utils.map_seed_manager(3):
     weights = _epochs(_mlm(ds), 1)[0]
-  assert len(weights) == 20
-  assert len({w.tobytes() for w in weights[:10]}) == 10
+  assert len({w.tobytes() for w in weights[::2]}) == 10
   with pytest.raises(ValueError, match="dupe_factor"):
     masking.duplicate_examples(ds, 0)
 
