@@ -158,12 +158,27 @@ def to_hf(model: HFModel, path: str | os.PathLike) -> None:
   Its weights are checked against its config first: nothing is written for a model
   whose config (a checkpoint's metadata) disagrees with its weights.
   """
+  check_exportable(model.config)
   flat = {k: np.asarray(v) for k, v in
           traverse_util.flatten_dict(jax.device_get(model.params), sep="/").items()}
   check_weights_fit_config(model, {k: v.shape for k, v in flat.items()})
   state = mapping.ours_to_hf(model.family.rules(model.architecture, model.config), flat)
   state = model.family.state_to_hf(state, model.config)
   io.write_model_dir(path, model.family.config_to_hf(model.config, model.architecture), state)
+
+
+def check_exportable(config: Any) -> None:
+  """Refuses the research variants transformers' classes cannot run (rotary positions, an
+  encoder's pre-LN): their export would load as another model, silently."""
+  variants = []
+  if getattr(config, "position_embedding", "absolute") != "absolute":
+    variants.append(f"position_embedding={config.position_embedding!r}")
+  if getattr(config, "ENCODER_VARIANTS", False) and config.pre_norm:  # GPT's is GPT-2's own
+    variants.append("pre_norm=True")
+  if variants:
+    raise ValueError(f"{type(config).__name__} with {', '.join(variants)} is a research variant "
+                     "that transformers' classes for this family do not have, so it cannot be "
+                     "exported to Hugging Face. Nothing was written.")
 
 
 def check_weights_fit_config(model: HFModel, shapes: dict[str, tuple]) -> None:

@@ -11,7 +11,7 @@ batches of 32 x 128) logs the two gate signals:
   attention_*_max         the largest attention any head puts on the previous / next token
 
     python experiments/scale/search.py run ARM [ARM ...] --corpus=DIR --out=DIR
-    python experiments/scale/search.py report --out=DIR      # results.md + curves.png
+    python experiments/scale/search.py report       # results.md + curves.png
 
 `run` writes each arm's curve and costs to experiments/scale/results/ARM.json (CPU seconds
 as the process used them, so a shared machine's contention does not count).
@@ -122,6 +122,61 @@ def run(names: list[str], corpus: str, out: str) -> None:
     print(f"{name}: exit {code}, {cpu / 3600:.2f} CPU hours", flush=True)
 
 
+def passes(point: dict, baselines: dict) -> bool:
+  return (point.get("mlm_unseen_loss", 99) < baselines["bigram"] and max(
+      point.get("attention_previous_max", 0), point.get("attention_next_max", 0)) > GATE_ATTENTION)
+
+
+def report() -> None:
+  """results.md (one row per arm: its last eval, the first step that passed the gate, the
+  cost) and curves.png (held-out unseen loss and neighbour attention against tokens)."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  records = []
+  for name in ARMS:
+    path = os.path.join(RESULTS, f"{name}.json")
+    if os.path.isfile(path):
+      with open(path) as f:
+        records.append(json.load(f))
+  if not records:
+    raise SystemExit(f"No results in {RESULTS}: run some arms first.")
+  base = records[0]["baselines"]
+  lines = ["| arm | what changes | steps x batch (tokens) | held-out unseen loss | "
+           "previous / next attention (max head) | gate passed at | CPU h | steps/s |",
+           "|---|---|---|---|---|---|---|---|"]
+  fig, (loss_ax, attn_ax) = plt.subplots(1, 2, figsize=(12, 4.5))
+  for rec in records:
+    last = rec["curve"][-1] if rec["curve"] else {}
+    passed = next((p["step"] for p in rec["curve"] if passes(p, rec["baselines"])), None)
+    lines.append(
+        f"| `{rec['arm']}` | {rec['note']} | {rec['steps']:,} x {rec['batch']} "
+        f"({rec['tokens'] / 1e6:.1f}M) | {last.get('mlm_unseen_loss', float('nan')):.2f} | "
+        f"{last.get('attention_previous_max', 0):.2f} / {last.get('attention_next_max', 0):.2f} | "
+        f"{'step ' + format(passed, ',') if passed else 'not passed'} | "
+        f"{rec['cpu_seconds'] / 3600:.2f} | {rec['median_steps_per_sec'] or 0:.2f} |")
+    tokens = [p["step"] * rec["batch"] * 128 / 1e6 for p in rec["curve"]]
+    loss_ax.plot(tokens, [p["mlm_unseen_loss"] for p in rec["curve"]], label=rec["arm"])
+    attn_ax.plot(tokens, [max(p["attention_previous_max"], p["attention_next_max"])
+                          for p in rec["curve"]], label=rec["arm"])
+  for value, label in ((base["unigram"], "unigram"), (base["bigram"], "count bigram")):
+    loss_ax.axhline(value, color="grey", linestyle=":", linewidth=1)
+    loss_ax.annotate(label, (0, value), fontsize=8, color="grey", va="bottom")
+  attn_ax.axhline(GATE_ATTENTION, color="grey", linestyle=":", linewidth=1)
+  loss_ax.set(xlabel="training tokens (M)", ylabel="held-out loss at [MASK] / random (nats)")
+  attn_ax.set(xlabel="training tokens (M)", ylabel="largest attention on the previous / next token",
+              ylim=(0, 1))
+  loss_ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(os.path.join(HERE, "curves.png"), dpi=110)
+  header = [f"Held-out text: {base['tokens']:,} tokens; unigram {base['unigram']:.2f} nats, "
+            f"count bigram {base['bigram']:.2f}. The gate: unseen loss under the bigram and a "
+            f"head with more than {GATE_ATTENTION:.0%} on the previous or next token.", ""]
+  with open(os.path.join(HERE, "results.md"), "w") as f:
+    f.write("\n".join(header + lines) + "\n\n![curves](curves.png)\n")
+  print("\n".join(header + lines))
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   sub = parser.add_subparsers(dest="what", required=True)
@@ -129,8 +184,12 @@ def main() -> None:
   r.add_argument("arms", nargs="+", choices=sorted(ARMS))
   r.add_argument("--corpus", required=True)
   r.add_argument("--out", required=True)
+  sub.add_parser("report")
   args = parser.parse_args()
-  run(args.arms, args.corpus, args.out)
+  if args.what == "run":
+    run(args.arms, args.corpus, args.out)
+  else:
+    report()
 
 
 if __name__ == "__main__":

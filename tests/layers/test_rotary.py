@@ -63,3 +63,30 @@ def test_rotary_bert_has_no_position_table_and_reads_positions_per_packed_exampl
   np.testing.assert_allclose(packed[:, 3:], alone, atol=1e-5)
   with pytest.raises(ValueError, match="position_embedding='learned'"):
     bert.bert_tiny(position_embedding="learned")
+
+
+@pytest.mark.parametrize("family, overrides", [
+    ("bert", {"position_embedding": "rotary"}), ("bert", {"pre_norm": True}),
+    ("electra", {"position_embedding": "rotary"}), ("gpt", {"position_embedding": "rotary"})])
+def test_research_variants_train_but_refuse_to_export(tmp_path, family, overrides):
+  import bertjax
+  from bertjax.hf import model as hf_model
+  from bertjax.models import electra, gpt
+  small = dict(vocab_size=50, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
+  module, name = {
+      "bert": (bert.BertForMaskedLM(bert.BertConfig(**small, **overrides)), "BertForMaskedLM"),
+      "electra": (electra.ElectraForPreTraining(electra.ElectraConfig(
+          **small, embedding_size=16, **overrides)), "ElectraForPreTraining"),
+      "gpt": (gpt.GPTLMHeadModel(gpt.GPTConfig(**small, **overrides)), "GPT2LMHeadModel")}[family]
+  ids = jnp.ones((1, 5), jnp.int32)
+  params = module.init(jax.random.key(0), ids)["params"]
+  assert np.isfinite(module.apply({"params": params}, ids)["logits"]).all()
+  family_of = {"bert": "bert", "electra": "electra", "gpt": "gpt2"}[family]
+  opened = hf_model.HFModel(hf_model.registry.family_for(family_of), name, module.config, module,
+                            params)
+  with pytest.raises(ValueError, match="research variant .* cannot be exported"):
+    bertjax.to_hf(opened, tmp_path / "export")
+  assert not (tmp_path / "export").exists()
+  with pytest.raises(ValueError, match="absolute positions and post-LN only"):
+    from bertjax.models import deberta
+    deberta.DebertaConfig(position_embedding="rotary")

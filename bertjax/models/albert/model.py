@@ -28,6 +28,7 @@ class AlbertConfig(bert.BertConfig):
   classifier_dropout: float = 0.1
   # 1: every layer shares one set of parameters; num_layers: no sharing.
   num_hidden_groups: int = 1
+  ENCODER_VARIANTS = False  # ALBERT's own modules: absolute positions, post-LN
 
   def __post_init__(self):
     super().__post_init__()

@@ -12,39 +12,23 @@ import jax.numpy as jnp
 
 from bertjax.layers import activations, attention, dense, embeddings, norms, transformer
 from bertjax.layers.long_attention import kinds as attention_types  # noqa: F401  (registers the gin `attention`)
+from bertjax.models.common import positions
 from bertjax.models.common.config import EncoderConfig
 
 
 @dataclasses.dataclass(frozen=True)
 class BertConfig(EncoderConfig):
-  """EncoderConfig's fields and defaults (BERT-base), plus the choice of self-attention,
-  of positions and of where the layer norms sit."""
+  """EncoderConfig's fields and defaults (BERT-base), plus the choice of self-attention."""
   # Long-sequence self-attention: a spec from bertjax.layers.long_attention.kinds.attention
   # (BigBird, Longformer, Linformer); None = dense attention.
   attention: Any = None
-  # 'absolute' (BERT's learned table) or 'rotary' (RoFormer / ModernBERT: queries and keys
-  # rotated by position, no table, bertjax.layers.rotary with `rotary_base`). Rotary and
-  # pre-norm BERTs are research variants: transformers' BERT classes have neither.
-  position_embedding: str = "absolute"
-  rotary_base: float = 10000.0
-  # Layer norms before each sublayer, plus one after the stack (GPT-2's pre-LN), instead of
-  # after each residual sum (BERT's post-LN).
-  pre_norm: bool = False
-
-  POSITION_EMBEDDINGS = ("absolute", "rotary")
+  ENCODER_VARIANTS = True  # rotary positions and pre-LN (models.common.config)
 
   def __post_init__(self):
     super().__post_init__()
-    if self.position_embedding not in self.POSITION_EMBEDDINGS:
-      raise ValueError(f"{type(self).__name__}: position_embedding={self.position_embedding!r};"
-                       f" use one of {self.POSITION_EMBEDDINGS}.")
-    if self.position_embedding == "rotary" and self.attention is not None:
+    if positions.is_rotary(self) and self.attention is not None:
       raise ValueError(f"{type(self).__name__}: rotary positions need dense attention "
                        f"(attention=None), not {type(self.attention).__name__}.")
-
-  @property
-  def max_positions(self) -> int | None:
-    return None if self.position_embedding == "rotary" else self.max_position_embeddings
 
 
 def _size(layers: int, hidden: int, **overrides) -> BertConfig:
@@ -92,18 +76,16 @@ class BertModel(nn.Module):
   def setup(self):
     cfg = self.config
     dtype = jnp.dtype(cfg.dtype)
-    rotary = cfg.position_embedding == "rotary"
     self.embeddings = embeddings.TextEmbeddings(
-        cfg.vocab_size, cfg.hidden_size, 0 if rotary else cfg.max_position_embeddings,
-        cfg.type_vocab_size, cfg.layer_norm_eps, cfg.hidden_dropout, cfg.initializer_range,
-        dtype)
+        cfg.vocab_size, cfg.hidden_size, positions.table_size(cfg), cfg.type_vocab_size,
+        cfg.layer_norm_eps, cfg.hidden_dropout, cfg.initializer_range, dtype)
     self.encoder = transformer.TransformerStack(
         cfg.num_layers, cfg.num_heads, cfg.head_dim, cfg.intermediate_size, cfg.hidden_act,
         cfg.hidden_dropout, cfg.attention_dropout, cfg.layer_norm_eps, pre_norm=cfg.pre_norm,
         init_std=cfg.initializer_range, dtype=dtype, remat=cfg.remat,
         scan_unroll=cfg.scan_unroll, attention_spec=cfg.attention,
         attention_implementation=cfg.attention_implementation,
-        rotary_base=cfg.rotary_base if rotary else 0.0)
+        rotary_base=positions.rotary_base(cfg))
     if cfg.pre_norm:
       self.final_norm = norms.LayerNorm(cfg.layer_norm_eps, dtype)
     if self.add_pooling_layer:
@@ -118,10 +100,9 @@ class BertModel(nn.Module):
       mask = attention.encoder_mask(attention_mask, segment_ids)
     else:  # never an [L, L] mask: the spec's per-token TokenMask
       mask = self.config.attention.encoder_mask(attention_mask, segment_ids, global_attention_mask)
-    # Rotary attention reads the positions (restarting per packed example when given).
-    rotary = {"positions": position_ids} if self.config.position_embedding == "rotary" else {}
     out, per_layer = self.encoder(x, mask, deterministic=deterministic,
-                                  output_hidden_states=output_hidden_states, **rotary)
+                                  output_hidden_states=output_hidden_states,
+                                  **positions.stack_inputs(self.config, position_ids))
     if self.config.pre_norm:
       out = self.final_norm(out)
     result = {"last_hidden_state": out,

@@ -6,9 +6,10 @@ re-declares only the defaults that differ (a re-declared field keeps its place, 
 shared fields always come first, in this order).
 """
 import dataclasses
-from typing import Self
+from typing import ClassVar, Self
 
 from bertjax.layers import activations, attention
+from bertjax.models.common import positions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +34,13 @@ class EncoderConfig:
   # backend) or 'cudnn' (fused, NVIDIA GPUs, no attention dropout). Dense self-attention only:
   # DeBERTa's disentangled and the long-attention patterns refuse 'cudnn'.
   attention_implementation: str = "xla"
+  # Encoder variants (experiments/scale), for the families whose modules build them
+  # (ENCODER_VARIANTS): 'absolute' or 'rotary' positions (models.common.positions), and
+  # layer norms before each sublayer plus one after the stack (pre-LN) instead of after
+  # each residual sum (BERT's post-LN).
+  position_embedding: str = "absolute"
+  rotary_base: float = 10000.0
+  pre_norm: bool = False
   # Task classes (transformers' id2label, problem_type, classifier_dropout): the labels'
   # names in id order, how a classifier's outputs are read, the head's dropout (None:
   # hidden_dropout). Bare encoders ignore them.
@@ -40,7 +48,14 @@ class EncoderConfig:
   problem_type: str | None = None
   classifier_dropout: float | None = None
 
+  ENCODER_VARIANTS: ClassVar[bool] = False  # whether the family builds the variants above
+
   def __post_init__(self):
+    positions.check(self)
+    if not self.ENCODER_VARIANTS and (positions.is_rotary(self) or self.pre_norm):
+      raise ValueError(f"{type(self).__name__}: this family has absolute positions and post-LN "
+                       "only; position_embedding='rotary' and pre_norm=True are BERT's and "
+                       "ELECTRA's research variants.")
     if self.hidden_size % self.num_heads:
       raise ValueError(f"{type(self).__name__}: hidden_size={self.hidden_size} is not a multiple "
                        f"of num_heads={self.num_heads}; pick sizes where it divides evenly.")
@@ -59,8 +74,9 @@ class EncoderConfig:
   @property
   def max_positions(self) -> int | None:
     """How many tokens one input row may hold: the rows of the absolute position table
-    (a family whose table starts at an offset, or that has none, says so)."""
-    return self.max_position_embeddings
+    (a family whose table starts at an offset, or that has none, says so); None for
+    rotary positions, which have no table."""
+    return None if positions.is_rotary(self) else self.max_position_embeddings
 
   def replace(self, **changes) -> Self:
     return dataclasses.replace(self, **changes)

@@ -23,8 +23,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from bertjax.layers import activations, attention, dense, embeddings, transformer
+from bertjax.layers import activations, attention, dense, embeddings, norms, transformer
 from bertjax.models import bert
+from bertjax.models.common import positions
 from bertjax.models.common.config import EncoderConfig
 
 
@@ -45,6 +46,7 @@ class ElectraConfig(EncoderConfig):
   summary_type: str = "first"
   summary_activation: str = "gelu"
   summary_last_dropout: float = 0.1
+  ENCODER_VARIANTS = True  # rotary positions and pre-LN (models.common.config)
 
   def __post_init__(self):
     super().__post_init__()
@@ -84,7 +86,7 @@ SIZES = {"small": electra_small, "base": electra_base, "large": electra_large}
 
 def text_embeddings(cfg: ElectraConfig, name: Optional[str] = None) -> embeddings.TextEmbeddings:
   return embeddings.TextEmbeddings(
-      cfg.vocab_size, cfg.embedding_size, cfg.max_position_embeddings, cfg.type_vocab_size,
+      cfg.vocab_size, cfg.embedding_size, positions.table_size(cfg), cfg.type_vocab_size,
       cfg.layer_norm_eps, cfg.hidden_dropout, cfg.initializer_range, jnp.dtype(cfg.dtype),
       name=name)
 
@@ -108,9 +110,12 @@ class ElectraModel(nn.Module):
           cfg.hidden_size, (None, "embed"), init_std=cfg.initializer_range, dtype=dtype)
     self.encoder = transformer.TransformerStack(
         cfg.num_layers, cfg.num_heads, cfg.head_dim, cfg.intermediate_size, cfg.hidden_act,
-        cfg.hidden_dropout, cfg.attention_dropout, cfg.layer_norm_eps,
+        cfg.hidden_dropout, cfg.attention_dropout, cfg.layer_norm_eps, pre_norm=cfg.pre_norm,
         init_std=cfg.initializer_range, dtype=dtype, remat=cfg.remat,
-        scan_unroll=cfg.scan_unroll, attention_implementation=cfg.attention_implementation)
+        scan_unroll=cfg.scan_unroll, attention_implementation=cfg.attention_implementation,
+        rotary_base=positions.rotary_base(cfg))
+    if cfg.pre_norm:
+      self.final_norm = norms.LayerNorm(cfg.layer_norm_eps, dtype)
 
   def embedding_module(self) -> embeddings.TextEmbeddings:
     return self.embeddings if self.shared_embeddings is None else self.shared_embeddings
@@ -124,7 +129,10 @@ class ElectraModel(nn.Module):
       x = nn.with_logical_constraint(self.embeddings_project(x), ("batch", "length", "embed"))
     mask = attention.encoder_mask(attention_mask, segment_ids)
     out, per_layer = self.encoder(x, mask, deterministic=deterministic,
-                                  output_hidden_states=output_hidden_states)
+                                  output_hidden_states=output_hidden_states,
+                                  **positions.stack_inputs(self.config, position_ids))
+    if self.config.pre_norm:
+      out = self.final_norm(out)
     result = {"last_hidden_state": out, "pooler_output": None}
     if output_hidden_states:
       result["hidden_states"] = jnp.concatenate([x[None], per_layer], axis=0)

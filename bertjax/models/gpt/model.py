@@ -15,6 +15,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from bertjax.layers import activations, attention, embeddings, norms, transformer
+from bertjax.models.common import positions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +32,10 @@ class GPTConfig:
   attention_dropout: float = 0.1    # attn_pdrop
   layer_norm_eps: float = 1e-5
   pre_norm: bool = True             # GPT-2; False = OpenAI GPT (post-LN, no final norm)
+  # 'absolute' (GPT's learned table) or 'rotary' (models.common.positions: a research variant
+  # for tables whose encoders are rotary; transformers' GPT classes have none).
+  position_embedding: str = "absolute"
+  rotary_base: float = 10000.0
   init_std: float = 0.02
   bos_token_id: Optional[int] = 50256
   eos_token_id: Optional[int] = 50256
@@ -50,10 +55,15 @@ class GPTConfig:
       raise ValueError(f"hidden_size={self.hidden_size} is not a multiple of "
                        f"num_heads={self.num_heads}.")
     activations.get_activation(self.activation)
+    positions.check(self)
 
   @property
   def head_dim(self) -> int:
     return self.hidden_size // self.num_heads
+
+  @property
+  def max_positions(self) -> Optional[int]:
+    return None if positions.is_rotary(self) else self.max_position_embeddings
 
   def replace(self, **changes) -> "GPTConfig":
     return dataclasses.replace(self, **changes)
@@ -112,14 +122,15 @@ class GPTModel(nn.Module):
     dtype = jnp.dtype(cfg.dtype)
     self.token_embeddings = embeddings.Embed(cfg.vocab_size, cfg.hidden_size, ("vocab", "embed"),
                                              cfg.init_std, dtype)
-    self.position_embeddings = embeddings.Embed(cfg.max_position_embeddings, cfg.hidden_size,
-                                                (None, "embed"), cfg.init_std, dtype)
+    if not positions.is_rotary(cfg):
+      self.position_embeddings = embeddings.Embed(cfg.max_position_embeddings, cfg.hidden_size,
+                                                  (None, "embed"), cfg.init_std, dtype)
     self.embedding_dropout = nn.Dropout(cfg.embedding_dropout)
     self.decoder = transformer.TransformerStack(
         cfg.num_layers, cfg.num_heads, cfg.head_dim, cfg.intermediate_size, cfg.activation,
         cfg.hidden_dropout, cfg.attention_dropout, cfg.layer_norm_eps, pre_norm=cfg.pre_norm,
         init_std=cfg.init_std, dtype=dtype, remat=cfg.remat,
-        scan_unroll=cfg.scan_unroll)
+        scan_unroll=cfg.scan_unroll, rotary_base=positions.rotary_base(cfg))
     if cfg.pre_norm:
       self.final_norm = norms.LayerNorm(cfg.layer_norm_eps, dtype)
 
@@ -137,15 +148,19 @@ class GPTModel(nn.Module):
       mask = attention.combine_masks(attention.causal_mask(length),
                                      attention.encoder_mask(attention_mask, segment_ids))
       if position_ids is None:
-        embeddings.check_length(length, self.config.max_position_embeddings, "input_ids")
+        if not positions.is_rotary(self.config):
+          embeddings.check_length(length, self.config.max_position_embeddings, "input_ids")
         position_ids = jnp.broadcast_to(jnp.arange(length), input_ids.shape)
-    x = self.token_embeddings(input_ids) + self.position_embeddings(position_ids)
+    x = self.token_embeddings(input_ids)
+    if not positions.is_rotary(self.config):
+      x = x + self.position_embeddings(position_ids)
     if token_type_ids is not None:
       x = x + self.token_embeddings(token_type_ids)
     x = self.embedding_dropout(x, deterministic=deterministic)
     x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
     out, per_layer = self.decoder(x, mask, deterministic=deterministic, decode=decode,
-                                  output_hidden_states=output_hidden_states)
+                                  output_hidden_states=output_hidden_states,
+                                  **positions.stack_inputs(self.config, position_ids))
     if self.config.pre_norm:
       out = self.final_norm(out)
     hidden = None

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from bertjax.layers import embeddings
 from bertjax.models import bert
+from bertjax.models.common import positions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +28,9 @@ class RobertaConfig(bert.BertConfig):
   pad_token_id: int = 1
 
   @property
-  def max_positions(self) -> int:
+  def max_positions(self) -> int | None:
+    if positions.is_rotary(self):
+      return None
     return self.max_position_embeddings - self.pad_token_id - 1  # rows up to the pad are unused
 
 
