@@ -26,7 +26,7 @@ class NgramCounts:
   """Unigram and left-bigram counts over documents of token ids."""
 
   def __init__(self, vocab_size: int, smoothing: float = 0.5,
-               interpolations: Sequence[float] = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)):
+               interpolations: Sequence[float] = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99)):
     if vocab_size < 1 or smoothing <= 0 or not interpolations or not all(
         0 <= lam < 1 for lam in interpolations):
       raise ValueError(f"NgramCounts: vocab_size={vocab_size}, smoothing={smoothing}, "

@@ -44,7 +44,8 @@ def _real_and_segments(batch: dict, length: int):
 
 
 def _self_attention(intermediates, length: int, scope: Optional[str]) -> list[jax.Array]:
-  """The recorded [layers, B, heads, L, L] arrays of encoder self-attention."""
+  """The recorded [layers, B, heads, L, L] arrays of encoder self-attention, in module-path
+  order (a head's index in the signals counts through them in this order)."""
   found = []
   flat = flax.traverse_util.flatten_dict(flax.core.unfreeze(intermediates))
   for path, value in sorted(flat.items()):
@@ -69,22 +70,23 @@ def make_step(model, objective, scope: Optional[str] = None):
     _, state = model.apply({"params": params}, **inputs, deterministic=True,
                            mutable=[attention.INTERMEDIATES])
     length = batch["input_ids"].shape[-1]
-    heads = _self_attention(state.get(attention.INTERMEDIATES, {}), length, scope)
-    if not heads:
+    arrays = _self_attention(state.get(attention.INTERMEDIATES, {}), length, scope)
+    if not arrays:
       return {}
-    probs = jnp.concatenate(heads, axis=0).astype(jnp.float32)  # [layers, B, H, L, L]
     real, segments = _real_and_segments(batch, length)
     eye = jnp.arange(length)
     out = {}
     for signal, offset in (("previous", -1), ("next", 1)):
       keys = jnp.clip(eye + offset, 0, length - 1)
-      on_neighbour = probs[..., eye, keys]  # [layers, B, H, L]
       valid = (real & real[:, keys] & (segments == segments[:, keys])
                & (eye + offset >= 0) & (eye + offset < length))
-      weights = valid[None, :, None, :].astype(jnp.float32)
-      sums = (on_neighbour * weights).sum(axis=(1, 3)).reshape(-1)
-      counts = jnp.broadcast_to(weights.sum(axis=(1, 3)), probs.shape[:1] + probs.shape[2:3])
-      out[signal] = (sums, counts.reshape(-1))
+      weights = valid[None, :, None, :].astype(jnp.float32)  # [1, B, 1, L]
+      sums, counts = [], []
+      for probs in arrays:  # [layers, B, heads, L, L]; networks may differ in heads
+        on_neighbour = probs[..., eye, keys].astype(jnp.float32)  # [layers, B, heads, L]
+        sums.append((on_neighbour * weights).sum(axis=(1, 3)).reshape(-1))
+        counts.append(jnp.full(sums[-1].shape, weights.sum()))
+      out[signal] = (jnp.concatenate(sums), jnp.concatenate(counts))
     return out
 
   return step

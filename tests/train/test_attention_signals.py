@@ -20,7 +20,8 @@ class _Inputs:
 
 
 class _ShiftedAttention(nn.Module):
-  """Head 0 attends to the previous token, head 1 uniformly; a decoder's is ignored."""
+  """Head 0 attends to the previous token, heads 1 and 2 uniformly; a decoder's is
+  ignored."""
 
   @nn.compact
   def __call__(self, input_ids, attention_mask=None, deterministic=True):
@@ -31,6 +32,8 @@ class _ShiftedAttention(nn.Module):
                                                                length))
     self.sow(attention.INTERMEDIATES, attention.PROBS_NAME, probs)
     self.sow(attention.INTERMEDIATES, "decoder_" + attention.PROBS_NAME, probs[:, ::-1])
+    # a second network with fewer heads (ELECTRA's generator): its uniform head only
+    self.sow(attention.INTERMEDIATES, "small_" + attention.PROBS_NAME, probs[:, 1:])
     return {"logits": jnp.zeros(input_ids.shape)}
 
 
