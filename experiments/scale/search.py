@@ -99,8 +99,6 @@ def train_rate(model_dir: str) -> dict:
 
 def run(names: list[str], corpus: str, out: str) -> None:
   os.makedirs(RESULTS, exist_ok=True)
-  with open(os.path.join(corpus, "stats.json")) as f:
-    baselines = json.load(f)["held_out_cross_entropy"]
   for name in names:
     arm = ARMS[name]
     model_dir = os.path.join(out, name)
@@ -110,6 +108,8 @@ def run(names: list[str], corpus: str, out: str) -> None:
     with open(os.path.join(out, f"{name}.log"), "a") as log:
       code = subprocess.call(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(os.path.join(corpus, "stats.json")) as f:
+      baselines = json.load(f)["held_out_cross_entropy"]
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     record = {"arm": name, "note": arm.note, "model": arm.model_config(), "steps": arm.steps,
               "batch": arm.batch, "peak": arm.peak, "warmup": arm.warmup,
