@@ -20,7 +20,6 @@ import gpu_step  # noqa: E402
 import profile_step  # noqa: E402
 import side_by_side  # noqa: E402
 
-README = "README.md"  # the commands below are read from it
 TINY = {"python benchmarks/side_by_side.py": [
             "--tiny", "--cases=bert-mini/mp20,electra-small/mp20/unroll,t5-small", "--rounds=1",
             "--batch_size=8", "--sequence_length=16", "--matmul_size=64"],
@@ -34,7 +33,7 @@ TINY = {"python benchmarks/side_by_side.py": [
 
 def _readme_args(module: str) -> list[str]:
   commands = [c for c in test_readme.all_shell_commands() if test_readme.module_of(c) == module]
-  assert commands, f"{README} shows no `{module}` command"
+  assert commands, f"README.md and docs/ show no `{module}` command"
   return shlex.split(commands[0])[2:]
 
 

@@ -1,8 +1,8 @@
-"""The gin files as the README composes them.
+"""The gin files as the docs compose them.
 
 Every objective file binds its data recipe (`Trainer.train_task`) and never the model;
 every model file leaves the recipe and the loss to the objective. Every gin combination of
-the README's pretraining table trains a tiny model for 2 steps on its recipe's data, through
+docs/pretrain.md's recipe table trains a tiny model for 2 steps on its recipe's data, through
 the recipe's own vocabulary, which must fit the model's embeddings (combinations that start
 from a tool's output run in tests/test_readme.py).
 """
@@ -20,9 +20,9 @@ import seqio
 
 from bertjax import configurables, main, paths
 from bertjax.train import metrics, trainer
+from tests.helpers import docs
 
 GIN_DIR = paths.gin_dir()
-README = paths.REPO_ROOT / "README.md"
 
 
 @pytest.fixture(autouse=True)
@@ -102,10 +102,10 @@ def test_model_variant_files_change_the_model(files, check):
   assert check(configurables.build_model()), files
 
 
-# ----------------------------------------------------------------- README recipes
+# ----------------------------------------------------------------- the docs' recipes
 @dataclasses.dataclass(frozen=True)
 class Recipe:
-  """One gin combination of the README's pretraining table: a backticked span of a row
+  """One gin combination of the pretraining table (docs/pretrain.md): a backticked span of a row
   that starts with a runs/ file. `args` are its other flags (--gin_bindings=...,
   --model_dir=...): placeholders that a tool's output fills, as in DistilBERT's and
   two-stage ELECTRA's rows; tests/test_readme.py runs those steps in order."""
@@ -119,8 +119,8 @@ class Recipe:
 
 
 def readme_recipes() -> list[Recipe]:
-  """Every gin combination of the README's pretraining table, in order."""
-  section = README.read_text().split("## Pretraining recipes", 1)[1].split("\n## ", 1)[0]
+  """Every gin combination of the pretraining table, in order."""
+  section = docs.section("Pretraining recipes")
   recipes = []
   for row in section.splitlines():
     cells = [c.strip() for c in row.strip().strip("|").split("|")]

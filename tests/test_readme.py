@@ -1,12 +1,12 @@
-"""Every command and snippet the README shows, run as written (tiny sizes, a few steps,
-offline), so the documentation cannot drift from the code.
+"""Every command and snippet the README and the pages of docs/ show, run as written (tiny
+sizes, a few steps, offline), so the documentation cannot drift from the code.
 
 - Shell commands (```bash blocks): placeholders (HF_DIR, CKPT, DIR, sents.txt, ...) are filled
   with small real inputs, each `python -m ...` runs in this process as the shell would run it
   (tests/helpers/cli.py: no interpreter start or JAX import per command) with the module's tiny
   overrides appended (TINY_FLAGS), and what it wrote is checked. A command no test here can run
-  must be in NOT_RUN with its reason and a cheaper check; a new README command that is in
-  neither fails test_every_readme_command_has_a_runner.
+  must be in NOT_RUN with its reason and a cheaper check; a new command that is in neither
+  fails test_every_readme_command_has_a_runner.
 - Python snippets (```python blocks) run in this process, string placeholders replaced.
 - The pretraining table: tests/test_gin_configs.py trains every plain gin combination; the
   rows that chain a tool's output (DistilBERT, two-stage ELECTRA) run here, step by step.
@@ -29,14 +29,10 @@ from bertjax import paths
 from bertjax.checkpoints import run as run_checkpoints
 from bertjax.train import metrics
 from tests import test_gin_configs
-from tests.helpers import cli, hf as hf_helpers, sbert as sbert_helpers
-
-README = paths.REPO_ROOT / "README.md"
-TEXT = README.read_text()
+from tests.helpers import cli, docs, hf as hf_helpers, sbert as sbert_helpers
 
 # ----------------------------------------------------------------- extraction
-def fenced_blocks(language: str) -> list[str]:
-  return re.findall(rf"^```{language}\n(.*?)^```", TEXT, re.S | re.M)
+fenced_blocks = docs.fenced_blocks
 
 
 def _without_comment(line: str) -> str:
@@ -97,7 +93,7 @@ NOT_RUN = {
     "pytest": "the suite itself (this file is part of it); checked: .ci/run runs this "
                         "exact command and pytest-xdist (-n, --dist) is installed",
 }
-# Commands another test file reads from this README and runs (module -> that file).
+# Commands another test file reads from the docs and runs (module -> that file).
 RUN_ELSEWHERE = {
     "bertjax.distill.student": "tests/distill/test_student.py",
     "bertjax.distill.speed": "tests/distill/test_student.py",
@@ -119,12 +115,13 @@ def test_every_readme_command_has_a_runner():
                        "module's tiny flags to TINY_FLAGS (or, for a real reason, to NOT_RUN)")
   for module, test_file in RUN_ELSEWHERE.items():
     source = (paths.REPO_ROOT / test_file).read_text()
-    assert "README.md" in source and module in source, (module, test_file)
+    reads_docs = re.search(r"^from tests(\.helpers)? import .*\b(docs|test_readme)\b", source, re.M)
+    assert reads_docs and module in source, (module, test_file)
 
 
 def test_install_and_test_commands_are_what_ci_runs():
   """The README's first block: `pip install` and the test run are not run here (NOT_RUN)."""
-  first = shell_commands(fenced_blocks("bash")[0])
+  first = shell_commands(fenced_blocks("bash", docs.README.read_text())[0])
   assert first[0] == "pip install -e ." and first[2] == 'pip install -e ".[test]"', first
   ci = (paths.REPO_ROOT / ".ci" / "run").read_text()
   assert f"{first[2]} && {first[3]}" in ci, "README and .ci/run disagree on the test command"
@@ -133,6 +130,13 @@ def test_install_and_test_commands_are_what_ci_runs():
   assert "pytest-xdist" in setup
   import xdist  # noqa: F401  `-n 2 --dist loadfile` come from it.
   assert first[1].startswith("python -m bertjax.main --gin_file=gin/quickstart.gin"), first
+
+
+def test_every_link_between_pages_resolves():
+  for page in docs.pages():
+    for target in re.findall(r"\]\(([^)#]+)", page.read_text()):
+      if "://" not in target:
+        assert (page.parent / target).exists(), f"{page.name} links to {target}, which is missing"
 
 
 # ----------------------------------------------------------------- shell commands, run
@@ -330,8 +334,8 @@ def test_decoding_snippet(tiny_gpt2):
 
 def _row_spans(name: str) -> list[str]:
   """The backticked commands of a pretraining-table row, in order."""
-  section = TEXT.split("## Pretraining recipes", 1)[1].split("\n## ", 1)[0]
-  (row,) = [line for line in section.splitlines() if line.startswith(f"| {name} |")]
+  (row,) = [line for line in docs.section("Pretraining recipes").splitlines()
+            if line.startswith(f"| {name} |")]
   return re.findall(r"`([^`]+)`", row.split("|")[2])
 
 

@@ -1,4 +1,4 @@
-"""`python -m bertjax.analysis attention|heads|probe`: the README's commands, run on tiny
+"""`python -m bertjax.analysis attention|heads|probe`: docs/analyze.md's commands, run on tiny
 random BERTs and the real GLUE / CoNLL-2003 files; the probes on features with a known
 answer; bad arguments named."""
 import json
@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 from bertjax.analysis import __main__ as cli, probing
-from tests.helpers import sbert as sbert_helpers
+from tests.helpers import docs, sbert as sbert_helpers
 
-README = pathlib.Path(__file__).parents[2] / "README.md"
 TINY = {"attention": ["--max_seq_length=32", "--max_examples=8"],
         "heads": ["--max_seq_length=32", "--max_eval_examples=16", "--importance_examples=16",
                   "--step=0.5", "--max_fraction=0.5"],
@@ -20,7 +19,7 @@ TINY = {"attention": ["--max_seq_length=32", "--max_examples=8"],
 
 
 def readme_commands() -> list[str]:
-  lines = README.read_text().splitlines()
+  lines = docs.text().splitlines()
   return [line.strip() for line in lines if line.strip().startswith("python -m bertjax.analysis")]
 
 

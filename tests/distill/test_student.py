@@ -1,4 +1,4 @@
-"""The README's distillation commands end to end at tiny sizes: a teacher fine-tuned by
+"""The distillation commands of docs/finetune.md end to end at tiny sizes: a teacher fine-tuned by
 `bertjax.finetune.run` on a tiny random BERT, the BiLSTM student on labels and on the
 teacher's logits with augmentation, the speed comparison; and the bad-input errors."""
 import dataclasses
@@ -12,12 +12,11 @@ import gin
 import numpy as np
 import pytest
 
-from bertjax import paths
 from bertjax.checkpoints import save_params
 from bertjax.data.word_vocabulary import WordVocabulary
 from bertjax.distill import speed, student, student_checkpoint, teacher as teacher_lib
 from bertjax.finetune import run as finetune_run
-from tests.helpers import sbert as tiny
+from tests.helpers import docs, sbert as tiny
 
 POSITIVE = ["a man is playing the guitar .", "a woman is playing the piano .",
             "the dog runs on grass .", "a very long sentence with many words here ."]
@@ -50,8 +49,7 @@ def _write_data(root):
 
 
 def readme_commands() -> list[list[str]]:
-  section = (paths.REPO_ROOT / "README.md").read_text().split(
-      "## Distilling into a BiLSTM", 1)[1].split("\n## ", 1)[0]
+  section = docs.section("Distilling into a BiLSTM (Tang et al., 2019)")
   block = section.split("```bash\n", 1)[1].split("```", 1)[0]
   return [shlex.split(line) for line in block.splitlines() if line.startswith("python -m")]
 

@@ -1,4 +1,4 @@
-"""The README's table commands (section "Reproducing the papers"), run at the tiny scale:
+"""The table commands of docs/tables.md, run at the tiny scale:
 every cell of each table in this process (tests/helpers/cli.py), the tables that share a
 folder in one folder, then again to check that a finished table is skipped."""
 import os
@@ -9,14 +9,11 @@ import pytest
 
 from bertjax import paths
 from bertjax.tables import __main__ as tables_cli
-from tests.helpers import cli
-
-README = (paths.REPO_ROOT / "README.md").read_text()
-
+from tests.helpers import cli, docs
 
 def readme_table_commands() -> list[list[str]]:
-  """`python -m bertjax.tables ...` lines of README.md, as argv after the module."""
-  found = re.findall(r"^python -m bertjax\.tables (.*)$", README, re.M)
+  """`python -m bertjax.tables ...` lines of the docs, as argv after the module."""
+  found = re.findall(r"^python -m bertjax\.tables (.*)$", docs.text(), re.M)
   return [shlex.split(line.split("  #")[0]) for line in found]
 
 
@@ -41,7 +38,7 @@ def test_readme_lists_every_table_at_cpu_scale():
   assert all("--scale=cpu" in c for c in commands)
   for table, test_file in RUN_ELSEWHERE.items():
     source = (paths.REPO_ROOT / test_file).read_text()
-    assert "README.md" in source and f'"{table}"' in source, (table, test_file)
+    assert "readme_table_commands" in source and f'"{table}"' in source, (table, test_file)
 
 
 def test_list_says_how_far_each_table_is_from_its_ledger(capsys):
