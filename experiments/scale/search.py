@@ -56,6 +56,9 @@ ARMS = {
                   model={"position_embedding": "rotary"}),
     "rotary_preln": Arm("rotary positions and pre-LN", steps=6000,
                         model={"position_embedding": "rotary", "pre_norm": True}),
+    "rotary_heads4": Arm("rotary positions, 4 heads of 32 instead of 2 of 64 (same width "
+                         "and FLOPs)", steps=6000,
+                         model={"position_embedding": "rotary", "num_heads": 4}),
 }
 
 
