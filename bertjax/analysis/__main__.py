@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 
+from bertjax import output_paths
 from bertjax.analysis import probing, runs
 
 
@@ -26,6 +27,8 @@ def parser() -> argparse.ArgumentParser:
     sub = commands.add_parser(name)
     sub.add_argument("--model", required=True)
     sub.add_argument("--out", required=True)
+    sub.add_argument("--overwrite", action="store_true",
+                     help="replace an existing --out folder (never one that is read)")
     sub.add_argument("--tokenizer", default=None)
     sub.add_argument("--max_seq_length", type=int, default=128)
     if name == "attention":
@@ -49,6 +52,8 @@ def main(argv=None) -> int:
   args = parser().parse_args(argv)
   common = dict(tokenizer=args.tokenizer, max_seq_length=args.max_seq_length)
   try:
+    output_paths.claim_folder(args.out, "--out", args.overwrite,
+                              reads=[args.model, args.tokenizer, getattr(args, "input", None)])
     if args.command == "attention":
       summary = runs.attention(args.model, args.input, args.out, max_examples=args.max_examples,
                                **common)

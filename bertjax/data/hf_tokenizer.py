@@ -291,3 +291,25 @@ def load(path) -> TokenizerFolder:
   tok.no_truncation()
   side = config.get("padding_side") or padding.get("direction", style.padding_side).lower()
   return TokenizerFolder(tok, source, tokens, side, int(padding.get("pad_type_id", 0)))
+
+
+# Embedding rows a model may have beyond its tokenizer's ids (tables padded to a multiple of
+# 64 or 128: T5 has 28 more, DeBERTa-v3 99).
+PADDING_SLACK = 128
+
+
+def check_fits(tokenizer_ids: int, tokenizer: str, model_vocab_size: int, model: str) -> None:
+  """Fails when a tokenizer of `tokenizer_ids` ids has ids past the model's embedding table,
+  or far fewer ids than it (then it is not the model's tokenizer: most of its vocabulary
+  would go unused, and its words would map to other ids)."""
+  if tokenizer_ids > model_vocab_size:
+    raise ValueError(
+        f"{tokenizer} has {tokenizer_ids} token ids but {model} embeds only "
+        f"{model_vocab_size} (its config's vocab_size): ids from {model_vocab_size} up would "
+        "index past its embedding table. Use the tokenizer the model was trained with "
+        "(--tokenizer=FOLDER).")
+  if model_vocab_size - tokenizer_ids >= PADDING_SLACK:
+    raise ValueError(
+        f"{tokenizer} has {tokenizer_ids} token ids but {model} embeds {model_vocab_size}: it "
+        "is not the tokenizer the model was trained with. Use the model's own tokenizer "
+        "(--tokenizer=FOLDER).")

@@ -48,6 +48,7 @@ import jax
 import numpy as np
 from absl import flags
 
+from bertjax import output_paths
 from bertjax.data import augment
 from bertjax.data.pos_lexicon import PosLexicon
 from bertjax.data.word_vocabulary import WordVocabulary
@@ -94,6 +95,7 @@ _string("data_dir", None, "Data folder (glue/, conll2003/); default bertjax.path
 _integer("max_train_examples", 0, "Keep the first N training examples (0: all).")
 _integer("max_eval_examples", 0, "Keep the first N dev examples (0: all).")
 _string("out", None, "Where the student, metrics.jsonl and results.json go.")
+_bool("overwrite", False, "Replace an existing --out folder (never one the run reads).")
 _integer("max_length", 64, "Words per sentence (longer ones are truncated).")
 _integer("min_count", 1, "Vocabulary: words seen at least this often in the transfer set.")
 _enum("architecture", "bilstm", list(student_checkpoint.FAMILIES),
@@ -144,6 +146,9 @@ def check_flags() -> None:
                      "--teacher and --targets=teacher.")
   if not 0.0 <= FLAGS.label_weight <= 1.0:
     raise ValueError(f"--label_weight={FLAGS.label_weight}: must be in [0, 1].")
+  if FLAGS.out:
+    output_paths.claim_folder(FLAGS.out, "--out", FLAGS.overwrite, reads=[
+        FLAGS.teacher, FLAGS.teacher_checkpoint, FLAGS.transfer_from, FLAGS.data_dir])
 
 
 def _task(teacher_task: str | None, source: str) -> glue_eval.GlueTask:

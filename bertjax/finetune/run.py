@@ -37,7 +37,7 @@ import time
 import gin
 from absl import app, flags, logging
 
-from bertjax import configurables
+from bertjax import configurables, output_paths
 from bertjax.configurables import typechecked
 from bertjax.checkpoints import encoders
 from bertjax.checkpoints.formats import open_model
@@ -97,6 +97,8 @@ _DEFINE_string("feature_mode", None,
                "FinetuneRun.feature_mode: feature-based (frozen encoder) NER: one of "
                "embeddings, last, second_last, sum_last4, concat_last4, sum_all, or 'all'.")
 _DEFINE_string("output_dir", None, "Options.output_dir: results, checkpoints, predictions.")
+flags.DEFINE_boolean("overwrite", False, "Replace an existing --output_dir (never the checkpoint "
+                     "or tokenizer the run reads).", flag_values=FLAGS)
 _DEFINE_string("data_dir", None, "Options.data_dir; default bertjax.paths.data_dir().")
 _DEFINE_integer("max_seq_length", None, "Options.max_seq_length: padded length of inputs.")
 _DEFINE_integer("max_train_examples", None, "Options.max_train_examples (0: all).")
@@ -184,11 +186,13 @@ def main(argv):
     config, options = configure(FLAGS.gin_file, FLAGS.gin_param + flag_bindings())
   except (ValueError, IOError, SyntaxError) as e:
     sys.exit(f"Bad fine-tuning config: {e}")
-  run(config, options, start)
+  run(config, options, start, overwrite=FLAGS.overwrite)
 
 
-def run(config: FinetuneRun, options: pipelines.Options, start: float | None = None) -> dict:
-  """Loads the encoder, runs the task, prints and writes the report (and returns it)."""
+def run(config: FinetuneRun, options: pipelines.Options, start: float | None = None,
+        overwrite: bool = False) -> dict:
+  """Loads the encoder, runs the task, prints and writes the report (and returns it).
+  An existing output_dir is refused unless `overwrite` (bertjax.output_paths)."""
   start = time.time() if start is None else start
   model = open_model(config.init_checkpoint, _folder_of(config.tokenizer))
   encoder = encoders.base_encoder(model)
@@ -198,6 +202,8 @@ def run(config: FinetuneRun, options: pipelines.Options, start: float | None = N
   files.check_tokenizer_files(config.tokenizer or encoder.tokenizer_dir)
   tokenizer = tokenization.for_model(encoder, config.tokenizer)
   if options.output_dir:
+    output_paths.claim_folder(options.output_dir, "--output_dir", overwrite,
+                              reads=[config.init_checkpoint, config.tokenizer])
     os.makedirs(options.output_dir, exist_ok=True)
     with open(os.path.join(options.output_dir, "config.gin"), "w") as f:
       f.write(gin.config_str())

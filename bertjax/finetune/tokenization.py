@@ -46,13 +46,8 @@ class Tokenizer:
     return cls(hf_tokenizer.load(path))
 
   def check_fits(self, model_vocab_size: int, model: str) -> None:
-    """Fails when the tokenizer has ids past the model's embedding table."""
-    if self.vocab_size > model_vocab_size:
-      raise ValueError(
-          f"{self.source} has {self.vocab_size} token ids but {model} embeds only "
-          f"{model_vocab_size} (its config's vocab_size): ids from {model_vocab_size} up would "
-          "index past its embedding table. Fine-tune with the tokenizer the model was "
-          "trained with (--tokenizer=FOLDER).")
+    """Fails unless this is a tokenizer the model can use (hf_tokenizer.check_fits)."""
+    hf_tokenizer.check_fits(self.vocab_size, self.source, model_vocab_size, model)
 
   def token_id(self, token: str) -> int | None:
     """The id of one vocabulary entry (e.g. "[MASK]"), None if the vocabulary lacks it."""

@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bertjax import output_paths
 from bertjax.layers.embeddings import check_length
 from bertjax.models.common.config import max_positions
 from bertjax.sbert import io as sbert_io
@@ -181,12 +182,17 @@ class Encoder:
                       **options) -> "Encoder":
     # Local: keep `import bertjax.encode` light.
     from bertjax.checkpoints import encoders, formats
+    from bertjax.data import hf_tokenizer
     from bertjax.hf import files
     model = encoders.base_encoder(formats.open_model(directory))
     files.check_tokenizer_files(directory)  # links out of the folder, binary vocabularies
     files.check_tokenizer_files(model.tokenizer_dir)
     settings = sbert_io.read_sentence_config(directory)
     tokenizer = sbert_io.load_tokenizer(model.tokenizer_dir)
+    if getattr(model.config, "vocab_size", None):
+      ids = max(tokenizer.backend.get_vocab().values()) + 1
+      hf_tokenizer.check_fits(ids, str(model.tokenizer_dir),
+                              model.config.vocab_size, model.description)
     params = jax.tree.map(jnp.asarray, model.params)  # on the device once, not every batch
     # A default longer than the position table (no sentence-transformers settings) is
     # cut to it; a max_seq_length asked for is refused in __init__ instead.
@@ -301,6 +307,8 @@ def main(argv) -> None:
   if len(argv) > 1:
     raise ValueError(f"Unexpected arguments {argv[1:]}; see --help.")
   try:
+    output = output_paths.claim_file(FLAGS.output, "--output", FLAGS.overwrite,
+                                     reads=[FLAGS.input, FLAGS.checkpoint])
     lines, invalid = read_lines(FLAGS.input, FLAGS.errors)
     encoder = Encoder.from_checkpoint(
         FLAGS.checkpoint, pooling=FLAGS.pooling, normalize=FLAGS.normalize,
@@ -309,9 +317,10 @@ def main(argv) -> None:
   except (ValueError, FileNotFoundError) as e:  # bad input: say what, without a traceback
     sys.exit(f"python -m bertjax.encode: {e}")
   vectors = encoder.encode(lines, progress=FLAGS.progress)
-  np.save(FLAGS.output, vectors)
+  with open(output, "wb") as f:  # .npy format at exactly this path (np.save(name) adds .npy)
+    np.save(f, vectors)
   stats = encoder.stats
-  print(f"Wrote {vectors.shape} to {FLAGS.output}: {stats.summary()}")
+  print(f"Wrote {vectors.shape} to {output}: {stats.summary()}")
   if invalid:
     print(f"{len(invalid)} line(s) were not valid UTF-8 and were encoded with U+FFFD: "
           f"{invalid[:20]}", file=sys.stderr)
@@ -327,8 +336,9 @@ def _define_flags() -> None:
   flags.DEFINE_string("checkpoint", None, "bertjax checkpoint or HF / sentence-transformers dir.",
                       required=True)
   flags.DEFINE_string("input", None, "Text file, one sentence per line (UTF-8).", required=True)
-  flags.DEFINE_string("output", None, "Where to write the [lines, dim] float32 .npy.",
-                      required=True)
+  flags.DEFINE_string("output", None, "Where to write the [lines, dim] float32 array (.npy "
+                      "format, at exactly this path).", required=True)
+  flags.DEFINE_bool("overwrite", False, "Replace an existing --output file.")
   flags.DEFINE_enum("pooling", None, sbert.POOLING_MODES,
                     "Pooling; default from the checkpoint's sentence-transformers files, else mean.")
   flags.DEFINE_bool("normalize", None, "L2-normalise embeddings; default from the checkpoint.")

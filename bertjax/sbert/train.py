@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bertjax import output_paths
 from bertjax.checkpoints import encoders
 from bertjax.checkpoints.formats import open_model
 from bertjax.evaluation import sts
@@ -157,6 +158,9 @@ def main(argv) -> None:
   if unknown:
     raise ValueError(f"--stages: unknown {unknown}; use some of {sorted(STAGES)}.")
   config = TrainConfig(**{f.name: FLAGS[f.name].value for f in dataclasses.fields(TrainConfig)})
+  if FLAGS.out and FLAGS.stages:
+    output_paths.claim_folder(FLAGS.out, "--out", FLAGS.overwrite,
+                              reads=[FLAGS.checkpoint, FLAGS.tokenizer])
   log = lambda msg: print(time.strftime("%H:%M:%S"), msg, flush=True)
   base = encoders.base_encoder(open_model(FLAGS.checkpoint, FLAGS.tokenizer))  # any source
   log(f"base encoder: {base.description}")
@@ -210,6 +214,7 @@ def _define_flags() -> None:
   flags.DEFINE_integer("max_eval_pairs", 0, "Score only the first N pairs of each test set "
                        "(0: all; for quick runs, not for reported numbers).")
   flags.DEFINE_string("out", None, "Where to save the trained sentence model (encode-ready).")
+  flags.DEFINE_bool("overwrite", False, "Replace an existing --out folder.")
   flags.DEFINE_string("results", None, "Append one JSON line per score here.")
   flags.DEFINE_integer("seed", 0, "Shuffling / dropout seed.")
   flags.DEFINE_integer("num_microbatches", 1, "Gradient accumulation: passes per step, each "

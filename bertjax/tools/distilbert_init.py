@@ -18,6 +18,7 @@ from typing import Sequence
 import jax
 from absl import app, flags
 
+from bertjax import output_paths
 from bertjax.checkpoints.formats import open_model
 from bertjax.checkpoints.params import save_params
 from bertjax.models import distilbert
@@ -56,8 +57,8 @@ def main(argv):
   if layers and flags_.random_student:
     raise app.UsageError("--layers picks the teacher layers a student starts from; a "
                          "--random_student starts from none: give one of the two.")
-  config, chosen = write_init_checkpoint(flags_.teacher, flags_.out, layers,
-                                         flags_.random_student)
+  out = output_paths.claim_folder(flags_.out, "--out", flags_.overwrite, reads=[flags_.teacher])
+  config, chosen = write_init_checkpoint(flags_.teacher, out, layers, flags_.random_student)
   student = f"teacher layers {chosen}" if chosen else "to be drawn at random"
   print(f"Wrote a {config.num_layers}-layer student ({student}) and its teacher "
         f"to {flags_.out}; bind Trainer.init_checkpoint = {flags_.out!r}.")
@@ -68,6 +69,7 @@ if __name__ == "__main__":
   flags.DEFINE_string("out", None, "Where to write the student + teacher init checkpoint.")
   flags.DEFINE_string("layers", None, "Comma-separated teacher layers for the student "
                       "(default: one out of two, 0,2,4,...).")
+  flags.DEFINE_bool("overwrite", False, "Replace an existing --out folder.")
   flags.DEFINE_bool("random_student", False, "Write the teacher alone: the run draws its "
                     "student at random (the paper's random-initialisation ablation).")
   app.run(main)

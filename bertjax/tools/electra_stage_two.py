@@ -8,6 +8,7 @@ INIT_CHECKPOINT = INIT_DIR.
 """
 from absl import app, flags
 
+from bertjax import output_paths
 from bertjax.checkpoints.params import load_params, save_params
 from bertjax.models import electra
 
@@ -22,6 +23,8 @@ def prepare_second_stage(stage_one_dir: str, out_dir: str) -> None:
 
 def main(argv):
   del argv
+  output_paths.claim_folder(flags.FLAGS.out, "--out", flags.FLAGS.overwrite,
+                            reads=[flags.FLAGS.stage_one])
   prepare_second_stage(flags.FLAGS.stage_one, flags.FLAGS.out)
   print(f"Wrote {flags.FLAGS.out}; bind INIT_CHECKPOINT = {flags.FLAGS.out!r} for stage two.")
 
@@ -29,4 +32,5 @@ def main(argv):
 if __name__ == "__main__":
   flags.DEFINE_string("stage_one", None, "The stage-one run's model_dir.", required=True)
   flags.DEFINE_string("out", None, "Where to write stage two's init checkpoint.", required=True)
+  flags.DEFINE_bool("overwrite", False, "Replace an existing --out folder.")
   app.run(main)
