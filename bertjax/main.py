@@ -24,8 +24,8 @@ import sys
 from absl import app, flags, logging
 import gin
 
-from bertjax import checkpoints, configurables
-from bertjax.train import distributed, trainer
+from bertjax import checkpoints, configurables, run_lock
+from bertjax.train import distributed, inputs as train_inputs, preemption, trainer
 
 # Packages whose modules register gin configurables that gin files refer to by name;
 # all are imported before parsing so any family's config parses (and typos fail).
@@ -70,16 +70,36 @@ def _write(model_dir: str, name: str, text: str) -> None:
       f.write(text)
 
 
+class ModelDirError(ValueError):
+  """--model_dir cannot hold a run (a file, not writable); the message says which."""
+
+
+def check_model_dir(model_dir: str) -> None:
+  """Refuses a model_dir that is a file, or that cannot be created or written."""
+  if "://" in model_dir:
+    return
+  if os.path.exists(model_dir) and not os.path.isdir(model_dir):
+    raise ModelDirError(f"--model_dir={model_dir} is a file; give a folder.")
+  existing = model_dir
+  while not os.path.exists(existing):
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
+    raise ModelDirError(f"--model_dir={model_dir}: {existing} is not a writable folder; choose "
+                        "a folder you can write to.")
+
+
 def run(model_dir: str, mode: str) -> dict:
   """Builds the configured Trainer and checks it against model_dir (failing on bad
   bindings or an unusable model_dir before any compute or write), then runs it."""
   model_dir = os.path.abspath(model_dir)
+  check_model_dir(model_dir)
   job = trainer.Trainer(model_dir=model_dir)
   job.check(mode)
   os.makedirs(model_dir, exist_ok=True)
-  _write(model_dir, CONFIG_FILE, gin.config_str())
-  results = job.run(mode)
-  _write(model_dir, OPERATIVE_CONFIG_FILE, gin.operative_config_str())
+  with run_lock.hold(model_dir, "training run"):
+    _write(model_dir, CONFIG_FILE, gin.config_str())
+    results = job.run(mode)
+    _write(model_dir, OPERATIVE_CONFIG_FILE, gin.operative_config_str())
   return results
 
 
@@ -119,6 +139,13 @@ def main(argv):
     sys.exit(f"Training stopped: {e}")
   except checkpoints.CheckpointError as e:
     sys.exit(f"Stopped: {e}")
+  except (run_lock.LockError, ModelDirError) as e:
+    sys.exit(f"Not started: {e}")
+  except train_inputs.DataError as e:
+    sys.exit(f"Stopped: {e}")
+  except preemption.Preempted as e:
+    print(e, file=sys.stderr, flush=True)
+    sys.exit(e.exit_status)
   if distributed.is_coordinator():
     _report(_MODEL_DIR.value, results)
 

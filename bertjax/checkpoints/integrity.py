@@ -8,7 +8,9 @@ file of the committed step, grouped by item (`state/`, `extra/`, `carry/`; files
 top under ""), in `checksums.json`, written to a temporary name and renamed. `damage`
 re-reads the files and names the first one that differs. A step without checksums
 (killed between Orbax's commit and the seal, or sealed by nobody) is not intact either,
-so no crash can leave a step that looks intact but is not.
+so no crash can leave a step that looks intact but is not; the run that owns it adopts it
+when it resumes, if Orbax's metadata shows the commit finished and no file changed since
+(`committed_unchanged`).
 """
 import hashlib
 import json
@@ -59,6 +61,26 @@ def seal(step_dir: str) -> None:
     f.flush()
     os.fsync(f.fileno())
   os.replace(partial, target)
+
+
+ORBAX_METADATA = "_CHECKPOINT_METADATA"
+_COMMIT_SLACK_S = 5.0
+
+
+def committed_unchanged(step_dir: str) -> bool:
+  """Whether Orbax finished committing `step_dir` and nothing in it changed since: its
+  metadata records a commit time, which Orbax writes once every item is in place, and no
+  file was modified after that time (beyond a few seconds for its commit marker)."""
+  try:
+    with open(os.path.join(step_dir, ORBAX_METADATA)) as f:
+      committed = json.load(f).get("commit_timestamp_nsecs")
+  except (OSError, ValueError, AttributeError):
+    return False
+  if not committed:
+    return False
+  latest = committed / 1e9 + _COMMIT_SLACK_S
+  return all(os.path.getmtime(path) <= latest
+             for files in _files(step_dir).values() for path in files.values())
 
 
 def is_sealed(step_dir: str) -> bool:

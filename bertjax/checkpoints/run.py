@@ -104,12 +104,18 @@ class RunCheckpoints:
     """The newest intact step (None when there is no step at all).
 
     Newer damaged or unsealed steps are reported through `log`, one line each, and with
-    `set_aside` moved to `damaged_checkpoints/`. Raises CheckpointError when there are
-    steps but none is intact.
+    `set_aside` moved to `damaged_checkpoints/`. With `set_aside` (the run itself, about to
+    resume), the newest step, if Orbax committed it but nobody sealed it, is adopted first
+    (`_adopt`): only the newest can have been cut off between the two, since a run seals
+    each step before it writes the next.
+    Raises CheckpointError when there are steps but none is intact.
     """
     self.wait()
     damaged = []
-    for step in sorted(self.all_steps(), reverse=True):
+    steps = sorted(self.all_steps(), reverse=True)
+    if set_aside and steps:
+      self._adopt(steps[0], log)
+    for step in steps:
       problem = self.damage(step)
       if problem is None:
         break
@@ -128,6 +134,21 @@ class RunCheckpoints:
       ocp.multihost.sync_global_processes(f"bertjax_set_aside_{next(_barriers)}")
       self._manager.reload()
     return step
+
+  def _adopt(self, step: int, log: Callable[[str], None]) -> None:
+    """Seals a step that Orbax committed but that was never sealed: the process stopped
+    between the two (SIGKILL, preemption). Orbax renames a step into place only once all of
+    its files are written and records the commit time in its metadata, so a step whose
+    files are all older than that is whole as written; sealing it now lets the run resume
+    from it rather than lose it. A step changed since stays unsealed (damaged)."""
+    step_dir = self.step_dir(step)
+    if integrity.is_sealed(step_dir) or not integrity.committed_unchanged(step_dir):
+      return
+    if jax.process_index() == 0:
+      integrity.seal(step_dir)
+    ocp.multihost.sync_global_processes(f"bertjax_adopt_{next(_barriers)}")
+    log(f"Checkpoint {step_dir} was committed but not sealed (the run stopped in between); "
+        "sealed it now.")
 
   def _set_aside(self, step: int) -> str:
     """Moves a damaged step folder out of the run (process 0); returns where to."""

@@ -14,16 +14,16 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from typing import Callable, Optional
 
-from bertjax import paths
+from bertjax import output_paths, paths
 from bertjax.tables.grid import RECORDS, Cell, atomic_json
 
-ATTEMPTS = "attempts.jsonl"
-LOG = "cell.log"
+LOG, ATTEMPTS = output_paths.RUNNER_FILES  # beside the cell's output, which may claim it
 # The table folder's JAX compilation cache, shared by its cells: seeds and arms of one size
 # compile the same programs, and a cache hit skips XLA's compile (about 35 of a 90 s SST-2
 # fine-tuning on 2 CPU cores) while running the very same executable.
@@ -49,13 +49,28 @@ def run_command(cell: Cell, out, timeout: Optional[float] = None,
       [str(paths.REPO_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
   if compilation_cache and not env.get("JAX_COMPILATION_CACHE_DIR"):
     env["JAX_COMPILATION_CACHE_DIR"] = compilation_cache
+  pin = () if cpus is None else ("taskset", "--cpu-list", ",".join(map(str, sorted(cpus))))
+  child = subprocess.Popen(pin + (sys.executable,) + cell.command[1:], cwd=paths.REPO_ROOT,
+                           env=env, stdout=out, stderr=subprocess.STDOUT,
+                           preexec_fn=_end_with_parent)
   try:
-    pin = () if cpus is None else ("taskset", "--cpu-list", ",".join(map(str, sorted(cpus))))
-    return subprocess.run(pin + (sys.executable,) + cell.command[1:], cwd=paths.REPO_ROOT,
-                          env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
-                          check=False).returncode
+    return child.wait(timeout=timeout)
   except subprocess.TimeoutExpired:
+    child.terminate()  # SIGTERM: a pretraining saves its step before it ends
+    child.wait()
     return "timeout"
+
+
+def _end_with_parent() -> None:
+  """In the cell's process, before it starts: SIGTERM it when the runner dies, however it
+  dies, so that no orphaned cell goes on writing into a folder that the next runner
+  starts again (a pretraining then saves its step and stops). Linux only
+  (prctl PR_SET_PDEATHSIG); elsewhere nothing."""
+  try:
+    import ctypes  # pylint: disable=g-import-not-at-top
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+  except OSError:
+    pass
 
 
 def recipe(cell: Cell, out: str) -> str:

@@ -67,12 +67,15 @@ class TrainLoop:
 
   def run(self, state: Any, batches: Iterator, start: int, stop: int, carry: Any = None,
           pause_at: Callable[[int], bool] = _never,
-          on_pause: Callable[[int, Any, Any], None] | None = None) -> tuple[Any, Any, list]:
+          on_pause: Callable[[int, Any, Any], None] | None = None,
+          stop_after: Callable[[int], bool] = _never) -> tuple[Any, Any, list]:
     """Steps `start` -> `stop`, one batch each; returns (state, carry, rows written).
 
     After a step that `pause_at(steps done)` names, the pending metrics are flushed
-    (and checked) and `on_pause(steps done, state, carry)` runs. Each returned row is
-    the written one plus `step` and `elapsed_s` (seconds since `run` began).
+    (and checked) and `on_pause(steps done, state, carry)` runs; after a step that
+    `stop_after` names (a preemption, `train.preemption`), the run ends there, once that
+    pause is over. Each returned row is the written one plus `step` and `elapsed_s`
+    (seconds since `run` began).
     """
     began = time.perf_counter()
     rows, pending = [], []
@@ -106,6 +109,8 @@ class TrainLoop:
       if pause and on_pause is not None:
         on_pause(done, state, carry)
         timer = time.perf_counter()  # Pauses block; keep their time out of tokens/s.
+      if stop_after(done):
+        break
     return state, carry, rows
 
   def _flush(self, pending: list, step: int, stop: int, since: float, steps: int,

@@ -27,7 +27,7 @@ import numpy as np
 
 from bertjax import checkpoints
 from bertjax.train import attention_signals, distributed, flops, metrics as metrics_writer
-from bertjax.train import optimizers, partitioning
+from bertjax.train import optimizers, partitioning, preemption
 from bertjax.train import inputs as train_inputs, loop as train_loop, state as train_state
 from bertjax.train import prng, run_start, step as train_step
 from bertjax.configurables import typechecked
@@ -345,8 +345,9 @@ class Trainer:
       return evaluate and (done == self.num_train_steps
                            or bool(self.eval_every and done % self.eval_every == 0))
 
-    def save_now(done: int) -> bool:
-      return done == self.num_train_steps or done % self.checkpoint_every == 0
+    def save_now(done: int) -> bool:  # asks the watch at every step (multi-process protocol)
+      return (watch.reached(done) or done == self.num_train_steps
+              or done % self.checkpoint_every == 0)
 
     def evaluate_and_save(done: int, state, carry) -> None:
       nonlocal eval_results
@@ -366,13 +367,19 @@ class Trainer:
         flops_per_token=self.flops_per_token,
         data_name=f"Training data of {self.train_task!r}")
     batches = (train_inputs.to_global(b, self.batch_sharding) for b in batches)
-    try:
-      state, carry, _ = runner.run(state, batches, start, self.num_train_steps, carry,
-                                   pause_at=lambda done: eval_now(done) or save_now(done),
-                                   on_pause=evaluate_and_save)
-    finally:
-      self.checkpoints.close()
-      writer.close()
+    with preemption.Watch() as watch:  # until the last checkpoint is sealed
+      try:
+        state, carry, _ = runner.run(state, batches, start, self.num_train_steps, carry,
+                                     pause_at=lambda done: save_now(done) or eval_now(done),
+                                     on_pause=evaluate_and_save, stop_after=watch.reached)
+        if watch.signum is not None:
+          writer.print("Stopping: writing the final checkpoint.")
+      finally:
+        self.checkpoints.close()
+        writer.close()
+    if watch.signum is not None and int(state.step) < self.num_train_steps:
+      raise preemption.Preempted(int(state.step), watch.signum,
+                                 f" in {self.checkpoints.directory}")
     curve = metrics_writer.plot_loss_curve(self.model_dir)
     summary = {"step": int(state.step), "eval": eval_results,
                "loss_curve": curve, "checkpoints": self.checkpoints.directory,

@@ -114,6 +114,10 @@ def test_a_damaged_step_is_never_restored_and_the_previous_one_is_used(tmp_path,
       checkpoints.load_params(_step(str(tmp_path), 3))
 
   messages = []
+  if fault.startswith("checksums deleted"):  # the run adopts a committed, unchanged step
+    assert run.newest_intact_step(set_aside=True, log=messages.append) == 3
+    assert re.search(r"checkpoints/3 was committed but not sealed .* sealed it now", messages[0])
+    return
   assert run.newest_intact_step(set_aside=True, log=messages.append) == 2
   assert len(messages) == 1 and re.search(r"checkpoints/3 is damaged: .*; moved it to .*"
                                           r"damaged_checkpoints/3\. Using step 2\.", messages[0])
@@ -123,10 +127,24 @@ def test_a_damaged_step_is_never_restored_and_the_previous_one_is_used(tmp_path,
   assert checkpoints.RunCheckpoints(str(tmp_path)).newest_intact_step() == 3
 
 
+def test_a_step_changed_after_its_commit_is_not_adopted(tmp_path):
+  run = _saved_steps(tmp_path, steps=(1, 2))
+  step_dir = _step(str(tmp_path), 2)
+  _remove(os.path.join(step_dir, integrity.CHECKSUMS_FILE))
+  data = faults.data_file(step_dir)
+  faults.overwrite(data)
+  os.utime(data, (os.path.getatime(data), os.path.getmtime(data) + 60))  # written later
+  messages = []
+  assert run.newest_intact_step(set_aside=True, log=messages.append) == 1
+  assert "checksums.json is missing" in messages[0]
+
+
 def test_no_intact_step_is_a_clear_stop(tmp_path):
   run = _saved_steps(tmp_path, steps=(1, 2))
   faults.truncate(faults.data_file(_step(str(tmp_path), 2)))
   _remove(os.path.join(_step(str(tmp_path), 1), integrity.CHECKSUMS_FILE))
+  data = faults.data_file(_step(str(tmp_path), 1))  # changed after its commit: not adopted
+  os.utime(data, (os.path.getatime(data), os.path.getmtime(data) + 60))
   with pytest.raises(checkpoints.CheckpointError,
                      match=r"No intact checkpoint in .*checkpoints/2: state/.* has .*"
                            r"checkpoints/1: checksums.json is missing.*give a new --model_dir"):
@@ -180,12 +198,13 @@ def test_killed_at_random_steps_and_during_saves_resumes_bit_identical(tmp_path)
     outputs.append(out)
     assert proc.returncode == (-signal.SIGKILL if kill_at else 0), f"{plan}: {err[-3000:]}"
   last_save = (killed - 1) // every * every
+  # A reader leaves the committed, unsealed step alone; the run itself adopts it.
   assert resumed == [resumed[0], in_save - every, unsealed - every], plan
   assert resumed[0] in (last_save, last_save - every), plan
-  for out, step in zip(outputs[1:], resumed):
+  for out, step in zip(outputs[1:], resumed[:2] + [unsealed]):
     assert f"Resumed from step {step} " in out, f"{plan}: {out[-2000:]}"
-  assert re.search(rf"checkpoints/{unsealed} is damaged: checksums.json is missing.*"
-                   rf"Using step {unsealed - every}\.", outputs[-1]), plan
+  assert re.search(rf"checkpoints/{unsealed} was committed but not sealed .* sealed it now",
+                   outputs[-1]), plan
   _assert_same_state(_state(_step(model_dir, total)),
                      _state(_step(str(tmp_path / "reference"), total)), plan)
 

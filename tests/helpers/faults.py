@@ -5,7 +5,10 @@ Run as a script, this file is `python -m bertjax.main` with the synthetic test d
 registered and, when `BERTJAX_KILL_AT` is set, one self-inflicted SIGKILL:
   step:K   after train step K ran (before anything is saved at K);
   save:K   right after the async save of step K started (Orbax still writing);
-  seal:K   after Orbax committed step K, before its checksums were written.
+  seal:K   after Orbax committed step K, before its checksums were written;
+or SIGTERM, the signal of a preemption, which the run survives by saving:
+  term:K      after train step K ran;
+  termseal:K  after Orbax committed step K, before its checksums were written.
 """
 import os
 import signal
@@ -18,18 +21,21 @@ from tests.helpers import trainer as tl
 KILL_ENV = "BERTJAX_KILL_AT"
 
 
-def _die() -> None:
-  os.kill(os.getpid(), signal.SIGKILL)
+def _die(signum=signal.SIGKILL) -> None:
+  os.kill(os.getpid(), signum)
 
 
-def _die_after(owner, method: str, step: int) -> None:
-  """Patches `owner.method(self, step, ...)` to kill the process after it ran for `step`."""
+def _die_after(owner, method: str, step: int, signum=signal.SIGKILL) -> None:
+  """Patches `owner.method(self, step, ...)` to signal the process after it ran for `step`."""
   original = getattr(owner, method)
+
+  fired = []
 
   def then_die(self, done, *args, **kwargs):
     original(self, done, *args, **kwargs)
-    if done == step:
-      _die()
+    if done == step and not fired:  # once, however often the method is called
+      fired.append(done)
+      _die(signum)
   setattr(owner, method, then_die)
 
 
@@ -39,20 +45,21 @@ def install_kill(spec: str) -> None:
   from bertjax.train import metrics
   moment, step = spec.split(":")
   step = int(step)
-  if moment == "step":
-    _die_after(metrics.MetricsWriter, "advance", step)
+  signum = signal.SIGTERM if moment.startswith("term") else signal.SIGKILL
+  if moment in ("step", "term"):
+    _die_after(metrics.MetricsWriter, "advance", step, signum)
   elif moment == "save":
     _die_after(run.RunCheckpoints, "save", step)
-  elif moment == "seal":
+  elif moment in ("seal", "termseal"):
     seal = integrity.seal
 
     def die_before_sealing(step_dir):
       if os.path.basename(step_dir) == str(step):
-        _die()
+        _die(signum)
       seal(step_dir)
     integrity.seal = die_before_sealing
   else:
-    raise ValueError(f"{KILL_ENV}={spec!r}: use step:K, save:K or seal:K.")
+    raise ValueError(f"{KILL_ENV}={spec!r}: use step:K, save:K, seal:K, term:K or termseal:K.")
 
 
 def popen_main(gin_file, model_dir, *flags, kill_at: str | None = None, compile_cache=None):
