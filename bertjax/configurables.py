@@ -124,10 +124,16 @@ def parse_config(gin_files: list[str], bindings: list[str]) -> None:
 
   gin logs an error for every search path a file is *not* under, even when a later one
   has it; a file found nowhere still raises, so those messages are only noise and are
-  silenced while parsing.
+  silenced while parsing. Files that include each other in a cycle are refused naming the
+  cycle (gin itself would recurse until Python gives up).
   """
-  gin.add_config_file_search_path(os.getcwd())
-  gin.add_config_file_search_path(str(paths.gin_dir()))
+  search = [os.getcwd(), str(paths.gin_dir())]
+  for folder in search:
+    gin.add_config_file_search_path(folder)
+  cycle = include_cycle(gin_files, search)
+  if cycle:
+    raise ValueError("gin files include each other in a cycle: " + " -> ".join(cycle)
+                     + "; remove one of those includes.")
   root = logging.getLogger()
   level = root.level
   root.setLevel(logging.CRITICAL)
@@ -143,3 +149,56 @@ def parse_config(gin_files: list[str], bindings: list[str]) -> None:
                      f"uses it says what it means).") from None
   finally:
     root.setLevel(level)
+
+
+def _tolerant(exists):
+  """A gin file reader's existence check that says "no" instead of raising TypeError.
+
+  gin's reader of files inside Python packages takes `include 'runs/pretrain.gin'` as the
+  package `runs`: where the working directory holds a `runs/` folder (a namespace package,
+  which has no file), it raises TypeError from deep inside gin instead of moving on to
+  the next place to look."""
+  def check(path):
+    try:
+      return exists(path)
+    except TypeError:
+      return False
+  return check
+
+
+gin.config._FILE_READERS[:] = [  # pylint: disable=protected-access
+    (reader, _tolerant(exists)) for reader, exists in gin.config._FILE_READERS]  # pylint: disable=protected-access
+
+_INCLUDE = re.compile(r"""^\s*include\s+['"]([^'"]+)['"]""", re.MULTILINE)
+
+
+def _resolve(name: str, search: list[str], including: str | None) -> str | None:
+  """Where gin finds an included or given file: as given, beside the file that includes
+  it, then under each search folder."""
+  candidates = [name] + ([os.path.join(os.path.dirname(including), name)] if including else [])
+  candidates += [os.path.join(folder, name) for folder in search]
+  return next((os.path.abspath(c) for c in candidates if os.path.isfile(c)), None)
+
+
+def include_cycle(gin_files: list[str], search: list[str]) -> list[str] | None:
+  """The first chain of `include`s that comes back to a file it left, or None."""
+  def visit(path: str, chain: list[str]) -> list[str] | None:
+    if path in chain:
+      return chain[chain.index(path):] + [path]
+    with open(path, encoding="utf-8", errors="replace") as f:
+      includes = _INCLUDE.findall(f.read())
+    for name in includes:
+      found = _resolve(name, search, path)
+      if found is not None:
+        cycle = visit(found, chain + [path])
+        if cycle:
+          return cycle
+    return None
+
+  for name in gin_files:
+    found = _resolve(name, search, None)
+    if found is not None:
+      cycle = visit(found, [])
+      if cycle:
+        return cycle
+  return None

@@ -14,6 +14,7 @@ import csv
 import gzip
 import json
 import os
+import zlib
 from typing import Iterator, Mapping, Optional, Sequence, Union
 
 from absl import logging
@@ -49,6 +50,18 @@ class _Stats:
 
 def _open(path: str):
   return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+
+
+def _numbered(f, path: str) -> Iterator[tuple[int, bytes]]:
+  """(line number, raw line) of an open file; a truncated or corrupt gzip file fails here,
+  naming the file and the line it stopped at."""
+  number = 0
+  try:
+    for number, raw in enumerate(f, 1):
+      yield number, raw
+  except (EOFError, OSError, zlib.error) as e:
+    raise ValueError(f"{path} is truncated or corrupt ({type(e).__name__}: {e}) after line "
+                     f"{number}; re-create the file (gzip -t checks one).") from None
 
 
 def _expand(patterns: FilePatterns) -> list:
@@ -125,7 +138,7 @@ class TextFileSource(seqio.FunctionDataSource):
 
   def _lines(self, path: str, stats: _Stats) -> Iterator[str]:
     with _open(path) as f:
-      for number, raw in enumerate(f, 1):
+      for number, raw in _numbered(f, path):
         where = f"{path}:{number}"
         try:
           line = raw.decode("utf-8")

@@ -8,6 +8,7 @@ regression head's outputs with the task's metrics. (Tokenizing the examples for 
 model is bertjax.finetune.glue's job.)
 """
 import dataclasses
+import math
 import os
 
 import numpy as np
@@ -40,6 +41,11 @@ class GlueTask:
   @property
   def is_regression(self) -> bool:
     return self.labels is None
+
+  @property
+  def score_range(self) -> tuple[float, float]:
+    """A regression task's valid scores (STS-B: 0 to 5)."""
+    return self.label_center - self.label_scale, self.label_center + self.label_scale
 
   @property
   def num_labels(self) -> int:
@@ -93,17 +99,21 @@ class PairExample:
 def read_examples(task: GlueTask, split: str, skip_log: readers.SkipLog,
                   data_dir: str | None = None, limit: int | None = None) -> list[PairExample]:
   """The labelled examples of one split; bad rows (wrong field count, a label outside
-  the task's label set, a non-numeric score) go to `skip_log`. `limit` keeps the
+  the task's label set, a score that is not a finite number in the task's range) go to
+  `skip_log`. `limit` keeps the
   first N good rows (a stated, reproducible subsample)."""
   path = task.path(split, data_dir)
   examples = []
   for line, fields in readers.read_tsv(path, skip_log, task.num_columns, task.has_header):
     raw = fields[task.label_column].strip()
     if task.is_regression:
+      low, high = task.score_range
       try:
         label = float(raw)
       except ValueError:
-        skip_log.skip(path, line, f"score {raw!r} is not a number")
+        label = math.nan
+      if not low <= label <= high:  # (NaN compares false)
+        skip_log.skip(path, line, f"score {raw!r} is not a number from {low:g} to {high:g}")
         continue
     elif raw in task.labels:
       label = task.labels.index(raw)

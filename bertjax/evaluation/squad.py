@@ -66,7 +66,12 @@ def read_examples(path: str, skip_log: readers.SkipLog) -> list[SquadExample]:
       for qa in paragraph["qas"]:
         texts, spans = [], []
         for answer in qa.get("answers", []):
-          text, start = answer["text"], answer["answer_start"]
+          text, start = answer.get("text"), answer.get("answer_start")
+          if not isinstance(text, str) or not isinstance(start, int) or isinstance(start, bool):
+            skip_log.skip(path, _line_of(raw, qa["id"]),
+                          f"question {qa['id']}: answer needs a string 'text' and an integer "
+                          f"'answer_start'; got {text!r} and {start!r}")
+            continue
           texts.append(text)
           if context[start:start + len(text)] == text:
             spans.append((start, start + len(text)))

@@ -7,6 +7,8 @@ file formats. (Fine-tuning a cross-encoder on GLUE STS-B lives in bertjax/finetu
 """
 import csv
 import dataclasses
+import logging
+import math
 import os
 import pathlib
 from typing import Callable, Sequence
@@ -26,6 +28,7 @@ class StsPairs:
   sentences1: list[str]
   sentences2: list[str]
   scores: np.ndarray
+  skipped: int = 0  # rows of the file left out for a bad score
 
   def __post_init__(self):
     if not len(self.sentences1) == len(self.sentences2) == len(self.scores):
@@ -44,10 +47,35 @@ def _require(path: pathlib.Path) -> pathlib.Path:
   return path
 
 
-def _tsv_rows(path: pathlib.Path) -> list[list[str]]:
+def _tsv_rows(path: pathlib.Path) -> list[tuple[int, list[str]]]:
+  """(line number, fields) of every non-empty row."""
   with open(_require(path), encoding="utf-8", newline="") as f:
     # QUOTE_NONE: STS sentences contain unbalanced quote characters.
-    return [row for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
+    return [(line, row) for line, row in enumerate(
+        csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE), 1) if row]
+
+
+def _scored(name: str, path: pathlib.Path, rows: Sequence[tuple[int, str, str, str]],
+            low: float, high: float) -> "StsPairs":
+  """StsPairs of (line, sentence1, sentence2, score text) rows; a row whose score is not a
+  finite number from `low` to `high` is left out and reported (file:line, and how many)."""
+  kept, bad = [], []
+  for line, a, b, raw in rows:
+    try:
+      score = float(raw)
+    except ValueError:
+      score = math.nan
+    if low <= score <= high:  # (NaN compares false)
+      kept.append((a, b, score))
+    else:
+      bad.append(f"{path}:{line} ({raw!r})")
+  if bad:
+    logging.warning("%s: left out %d row(s) whose score is not a number from %g to %g: %s%s",
+                    name, len(bad), low, high, ", ".join(bad[:5]), " ..." if len(bad) > 5 else "")
+  if not kept:
+    raise ValueError(f"{path}: no row has a score from {low:g} to {high:g}; first bad: {bad[0]}.")
+  return StsPairs(name, [k[0] for k in kept], [k[1] for k in kept],
+                  np.array([k[2] for k in kept]), skipped=len(bad))
 
 
 def read_stsbenchmark(split: str = "test", data_dir: str | os.PathLike | None = None) -> StsPairs:
@@ -58,13 +86,13 @@ def read_stsbenchmark(split: str = "test", data_dir: str | os.PathLike | None = 
   if split not in ("train", "dev", "test"):
     raise ValueError(f"Unknown STS-B split {split!r}; expected train, dev or test.")
   root = pathlib.Path(data_dir or paths.data_dir()) / "stsbenchmark"
-  rows = _tsv_rows(root / f"sts-{split}.csv")
-  bad = [i + 1 for i, row in enumerate(rows) if len(row) < 7]
+  path = root / f"sts-{split}.csv"
+  rows = _tsv_rows(path)
+  bad = [line for line, row in rows if len(row) < 7]
   if bad:
-    raise ValueError(f"{root / f'sts-{split}.csv'}: lines {bad[:5]} have fewer than the 7 "
+    raise ValueError(f"{path}: lines {bad[:5]} have fewer than the 7 "
                      "tab-separated fields genre, file, year, id, score, sentence1, sentence2.")
-  return StsPairs(f"STSb-{split}", [r[5] for r in rows], [r[6] for r in rows],
-                  np.array([float(r[4]) for r in rows]))
+  return _scored(f"STSb-{split}", path, [(line, r[5], r[6], r[4]) for line, r in rows], 0, 5)
 
 
 _SICK_FILES = {"train": "SICK_train.txt", "trial": "SICK_trial.txt",
@@ -76,14 +104,14 @@ def read_sick(split: str = "test", data_dir: str | os.PathLike | None = None) ->
   if split not in _SICK_FILES:
     raise ValueError(f"Unknown SICK split {split!r}; expected one of {sorted(_SICK_FILES)}.")
   path = pathlib.Path(data_dir or paths.data_dir()) / "sick" / _SICK_FILES[split]
-  header, *rows = _tsv_rows(path)
+  (_, header), *rows = _tsv_rows(path)
   try:
     a, b, score = (header.index(c) for c in ("sentence_A", "sentence_B", "relatedness_score"))
   except ValueError:
     raise ValueError(f"{path}: header {header} lacks sentence_A / sentence_B / "
                      "relatedness_score.") from None
-  return StsPairs(f"SICK-R-{split}", [r[a] for r in rows], [r[b] for r in rows],
-                  np.array([float(r[score]) for r in rows]))
+  # SICK's relatedness runs from 1 to 5.
+  return _scored(f"SICK-R-{split}", path, [(line, r[a], r[b], r[score]) for line, r in rows], 1, 5)
 
 
 # SemEval STS test sets as SentEval ships them: STS/STS1X-en-test/STS.input.<set>.txt
@@ -111,9 +139,8 @@ def read_sts_year(year: int, data_dir: str | os.PathLike | None = None) -> list[
       gold = [line.strip() for line in f]
     if len(pairs) != len(gold):
       raise ValueError(f"{root}: {len(pairs)} input pairs but {len(gold)} gold lines for {name}.")
-    kept = [(p[0], p[1], float(g)) for p, g in zip(pairs, gold) if g]
-    subsets.append(StsPairs(f"STS{year}-{name}", [k[0] for k in kept], [k[1] for k in kept],
-                            np.array([k[2] for k in kept])))
+    scored = [(line, p[0], p[1], g) for line, (p, g) in enumerate(zip(pairs, gold), 1) if g]
+    subsets.append(_scored(f"STS{year}-{name}", root / f"STS.gs.{name}.txt", scored, 0, 5))
   return subsets
 
 

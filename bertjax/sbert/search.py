@@ -127,6 +127,8 @@ def main(argv) -> None:
   else:
     if FLAGS.embeddings:
       vectors = np.load(FLAGS.embeddings)
+    elif encoder is not None and FLAGS.corpus and not corpus:
+      raise ValueError(f"--corpus={FLAGS.corpus} has no lines: nothing to search.")
     elif encoder is not None and corpus:
       vectors = encoder.encode(corpus, progress=FLAGS.progress)
     else:

@@ -20,7 +20,7 @@ import shlex
 import sys
 import time
 
-from bertjax import paths
+from bertjax import paths, run_lock
 from bertjax.tables import catalog, grid, ledger, report, runner
 
 
@@ -143,8 +143,9 @@ def parse_args(argv):
 def main(argv=None, execute=None) -> int:
   """The command; `execute(cell, log_file)` runs one cell (default: its subprocess, with the
   table folder's compilation cache).
-  Exit status: 0 the table is done, 1 a cell failed, 2 finished cells are stale, 3 the
-  sitting's `--hours` ran out first."""
+  Exit status: 0 the table is done, 1 a cell failed (or, from `cli`, the command was
+  refused: the message says why), 2 finished cells are stale, 3 the sitting's `--hours` ran
+  out first."""
   start = time.time()
   args = parse_args(sys.argv[1:] if argv is None else argv)
   if args.hours is not None and args.hours <= 0:
@@ -186,10 +187,12 @@ def main(argv=None, execute=None) -> int:
     log(f"{len(restored)} cells finished in earlier sittings ({ledger_file})")
   status = {"failed": [], "blocked": [], "out_of_time": []}
   if not args.report_only:
-    status = runner.run(cells, log=log, execute=execute,
-                        on_done=lambda cell: ledger.record(ledger_file, [cell], cells),
-                        table_out=out, workers=args.workers,
-                        deadline=None if args.hours is None else start + args.hours * 3600)
+    os.makedirs(out, exist_ok=True)
+    with run_lock.hold(out, "tables runner", log):
+      status = runner.run(cells, log=log, execute=execute,
+                          on_done=lambda cell: ledger.record(ledger_file, [cell], cells),
+                          table_out=out, workers=args.workers,
+                          deadline=None if args.hours is None else start + args.hours * 3600)
   ledger.record(ledger_file, cells, cells)
   plot = (table.plot or report.plot_scores)(table, args.scale, cells,
                                             os.path.splitext(results)[0] + ".png")
@@ -207,5 +210,14 @@ def main(argv=None, execute=None) -> int:
   return 0
 
 
+def cli() -> int:
+  """`python -m bertjax.tables`: main, with what it refuses said in one line (status 1)."""
+  try:
+    return main()
+  except (ValueError, run_lock.LockError) as e:
+    print(f"python -m bertjax.tables: {e}", file=sys.stderr)
+    return 1
+
+
 if __name__ == "__main__":
-  sys.exit(main())
+  sys.exit(cli())

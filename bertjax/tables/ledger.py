@@ -27,8 +27,16 @@ def path_for(results_file: str) -> str:
 def load(path: str) -> dict[str, dict]:
   if not os.path.isfile(path):
     return {}
-  with open(path) as f:
-    return json.load(f)
+  try:
+    with open(path) as f:
+      entries = json.load(f)
+  except ValueError as e:  # (json.JSONDecodeError, UnicodeDecodeError)
+    raise ValueError(f"The ledger {path} is not valid JSON ({e}): restore it from git "
+                     f"(git checkout -- {path}) or move it away to start the table over.") from None
+  if not isinstance(entries, dict):
+    raise ValueError(f"The ledger {path} holds a {type(entries).__name__}, not the cells' "
+                     f"records by key: restore it from git or move it away.")
+  return entries
 
 
 def record(path: str, cells: Iterable[grid.Cell],

@@ -93,13 +93,34 @@ def host_shard(global_batch_size: int, sharding: jax.sharding.Sharding) -> HostS
   return HostShard(start // size, global_batch_size // size, size)
 
 
+class DataError(ValueError):
+  """The input pipeline failed on its data (a corrupt or truncated file): one line that
+  names the file, from the error the pipeline raised."""
+
+
 def iterate(dataset: Any, skip: int = 0) -> Iterator[Batch]:
-  """Numpy batches of a tf.data.Dataset or any iterable, after skipping `skip` batches."""
+  """Numpy batches of a tf.data.Dataset or any iterable, after skipping `skip` batches.
+  An error inside the tf.data pipeline comes out as a DataError carrying its message."""
   if hasattr(dataset, "as_numpy_iterator"):
     if skip:
       dataset = dataset.skip(skip)
-    return iter(dataset.as_numpy_iterator())
+    return _reported(dataset.as_numpy_iterator())
   return itertools.islice(iter(dataset), skip, None)
+
+
+def _reported(batches: Iterator[Batch]) -> Iterator[Batch]:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (a tf.data pipeline: loaded)
+  while True:
+    try:
+      batch = next(batches)
+    except StopIteration:
+      return
+    except tf.errors.OpError as e:
+      lines = [line.strip() for line in e.message.splitlines() if line.strip()]
+      named = [line for line in lines if "Error:" in line] or lines
+      raise DataError(f"The input pipeline failed: {named[-1] if named else type(e).__name__}"
+                      ) from None
+    yield batch
 
 
 def to_global(batch: Mapping[str, np.ndarray], sharding: jax.sharding.Sharding) -> dict:
