@@ -59,6 +59,9 @@ ARMS = {
     "rotary_heads4": Arm("rotary positions, 4 heads of 32 instead of 2 of 64 (same width "
                          "and FLOPs)", steps=6000,
                          model={"position_embedding": "rotary", "num_heads": 4}),
+    "rotary_preln_heads4": Arm("rotary positions, pre-LN and 4 heads of 32", steps=6000,
+                               model={"position_embedding": "rotary", "pre_norm": True,
+                                      "num_heads": 4}),
 }
 
 
