@@ -169,7 +169,10 @@ def to_hf(model: HFModel, path: str | os.PathLike) -> None:
 
 def check_exportable(config: Any) -> None:
   """Refuses the research variants transformers' classes cannot run (rotary positions, an
-  encoder's pre-LN): their export would load as another model, silently."""
+  encoder's pre-LN): their export would load as another model, silently. A family whose
+  own architecture they are (EXPORTS_VARIANTS: ModernBERT) exports them."""
+  if getattr(config, "EXPORTS_VARIANTS", False):
+    return
   variants = []
   if getattr(config, "position_embedding", "absolute") != "absolute":
     variants.append(f"position_embedding={config.position_embedding!r}")

@@ -22,6 +22,7 @@ FAMILIES: dict[str, str] = {
     "xlnet": "bertjax.models.xlnet.hf:XLNetFamily",
     "gpt2": "bertjax.models.gpt.hf:GPT2Family",
     "openai-gpt": "bertjax.models.gpt.hf:OpenAIGPTFamily",
+    "modernbert": "bertjax.models.modernbert.hf:ModernBertFamily",
 }
 
 

@@ -49,6 +49,9 @@ class EncoderConfig:
   classifier_dropout: float | None = None
 
   ENCODER_VARIANTS: ClassVar[bool] = False  # whether the family builds the variants above
+  # Whether they are the family's own architecture, which its transformers classes run too
+  # (ModernBERT), so that to_hf exports them.
+  EXPORTS_VARIANTS: ClassVar[bool] = False
 
   def __post_init__(self):
     positions.check(self)

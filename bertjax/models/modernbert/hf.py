@@ -1,0 +1,205 @@
+"""ModernBERT <-> transformers' ModernBertModel, ModernBertForMaskedLM and the task classes
+ModernBertFor{SequenceClassification, TokenClassification, QuestionAnswering,
+MultipleChoice}.
+
+transformers fuses the query, key and value projections into one `Wqkv` [3E, E] and the
+GeGLU's two input projections into one `Wi` [2I, E] (input half first, gate half second).
+`state_from_hf` splits both into per-projection tensors so the rules are plain `linear`
+ones; `state_to_hf` fuses them back. The MLM decoder's weight is the token table (tied).
+"""
+import re
+from typing import Any, Mapping
+
+import numpy as np
+
+from bertjax.hf import tasks
+from bertjax.hf.family import Family, config_fields
+from bertjax.hf.mapping import Rule
+from bertjax.models import modernbert
+from bertjax.models.modernbert import tasks as modernbert_tasks
+
+# config.json key -> ModernBertConfig field, where the names differ.
+_RENAMED = {
+    "num_hidden_layers": "num_layers",
+    "num_attention_heads": "num_heads",
+    "hidden_activation": "hidden_act",
+    "norm_eps": "layer_norm_eps",
+    "mlp_dropout": "hidden_dropout",
+}
+# transformers' layer_types names.
+_GLOBAL, _LOCAL = "full_attention", "sliding_attention"
+# The fused tensors and the parts they split into, in order.
+_FUSED = {"attn.Wqkv": ("query", "key", "value"), "mlp.Wi": ("input", "gate")}
+_FUSED_KEY = re.compile(r"(.*\.(?:attn\.Wqkv|mlp\.Wi))\.(weight|bias)")
+_PART_KEY = re.compile(r"(.*\.(?:attn\.Wqkv|mlp\.Wi))\.(\w+)\.(weight|bias)")
+
+
+def _fused_name(prefix: str) -> str:
+  """'attn.Wqkv' for 'model.layers.3.attn.Wqkv'."""
+  return ".".join(prefix.split(".")[-2:])
+
+
+def _norm_rules(hf: str, ours: str, config) -> list[Rule]:
+  rules = [Rule(f"{hf}.weight", f"{ours}/scale")]
+  return rules + ([Rule(f"{hf}.bias", f"{ours}/bias")] if config.norm_bias else [])
+
+
+def _linear_rules(hf: str, ours: str, with_bias: bool, in_dims: int = 1,
+                  bias_kind: str = "copy") -> list[Rule]:
+  rules = [Rule(f"{hf}.weight", f"{ours}/kernel", "linear", in_dims)]
+  return rules + ([Rule(f"{hf}.bias", f"{ours}/bias", bias_kind)] if with_bias else [])
+
+
+def encoder_rules(hf: str, ours: str, config) -> list[Rule]:
+  """ModernBertModel's tensors (`hf` / `ours`: the prefixes of its tensors)."""
+  rules = [Rule(f"{hf}embeddings.tok_embeddings.weight",
+                f"{ours}embeddings/word_embeddings/embedding"),
+           *_norm_rules(f"{hf}embeddings.norm", f"{ours}embeddings/norm", config)]
+  for i in range(config.num_layers):
+    layer, stack = f"{hf}layers.{i}.", f"{ours}layers_{i}/"
+    if i:  # the first layer has no attention norm
+      rules += _norm_rules(f"{layer}attn_norm", f"{stack}attention_norm", config)
+    for part in _FUSED["attn.Wqkv"]:
+      rules += _linear_rules(f"{layer}attn.Wqkv.{part}", f"{stack}attention/{part}",
+                             config.attention_bias, bias_kind="bias")
+    rules += _linear_rules(f"{layer}attn.Wo", f"{stack}attention/out", config.attention_bias, 2)
+    rules += _norm_rules(f"{layer}mlp_norm", f"{stack}mlp_norm", config)
+    rules += _linear_rules(f"{layer}mlp.Wi.input", f"{stack}mlp/intermediate", config.mlp_bias)
+    rules += _linear_rules(f"{layer}mlp.Wi.gate", f"{stack}mlp/intermediate_linear",
+                           config.mlp_bias)
+    rules += _linear_rules(f"{layer}mlp.Wo", f"{stack}mlp/output", config.mlp_bias)
+  return rules + _norm_rules(f"{hf}final_norm", f"{ours}final_norm", config)
+
+
+def head_rules(hf: str, ours: str, config) -> list[Rule]:
+  """transformers' ModernBertPredictionHead (`head.dense`, `head.norm`)."""
+  return (_linear_rules(f"{hf}dense", f"{ours}/dense", config.classifier_bias)
+          + _norm_rules(f"{hf}norm", f"{ours}/norm", config))
+
+
+def _rope_theta(hf_config: Mapping[str, Any], layer_type: str, old_key: str, default: float):
+  """A rotary base from either config.json layout: transformers 5's rope_parameters or the
+  older global_rope_theta / local_rope_theta."""
+  params = (hf_config.get("rope_parameters") or {}).get(layer_type) or {}
+  if params.get("rope_type", "default") != "default" or hf_config.get("rope_scaling"):
+    raise ValueError(f"config.json: rotary scaling ({params or hf_config.get('rope_scaling')}) "
+                     "is not supported for ModernBERT; only rope_type 'default' is.")
+  return float(params.get("rope_theta", hf_config.get(old_key, default)))
+
+
+def _every_n(hf_config: Mapping[str, Any]) -> int:
+  """global_attn_every_n_layers, checked against layer_types when config.json has them."""
+  layer_types = hf_config.get("layer_types")
+  if not layer_types:
+    return int(hf_config.get("global_attn_every_n_layers", 3))
+  global_layers = [i for i, kind in enumerate(layer_types) if kind == _GLOBAL]
+  every = global_layers[1] if len(global_layers) > 1 else len(layer_types)
+  if layer_types != _layer_types(len(layer_types), every):
+    raise ValueError(f"config.json: layer_types {layer_types} is not one global layer every n "
+                     "(from the first) with sliding-window layers between, the only pattern "
+                     "bertjax's ModernBERT builds.")
+  return every
+
+
+def _layer_types(num_layers: int, every: int) -> list[str]:
+  return [_GLOBAL if i % every == 0 else _LOCAL for i in range(num_layers)]
+
+
+class ModernBertFamily(Family):
+  name = "modernbert"
+  model_types = ("modernbert",)
+  architectures = {
+      "ModernBertModel": ("last_hidden_state",),
+      "ModernBertForMaskedLM": ("logits",),
+      **tasks.architectures("ModernBert", modernbert_tasks.KINDS),
+  }
+  # The MLM decoder's weight is the token table.
+  ignored_keys = (r"decoder\.weight",)
+
+  def config_from_hf(self, hf_config: Mapping[str, Any]) -> modernbert.ModernBertConfig:
+    if not hf_config.get("tie_word_embeddings", True):
+      raise ValueError("config.json: tie_word_embeddings=false; bertjax's ModernBERT ties the "
+                       "MLM decoder to the token embeddings, as the published models do.")
+    values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
+    values.update(tasks.label_values(hf_config))
+    values.update(
+        rotary_base=_rope_theta(hf_config, _GLOBAL, "global_rope_theta", 160000.0),
+        local_rotary_base=_rope_theta(hf_config, _LOCAL, "local_rope_theta", 10000.0),
+        global_attn_every_n_layers=_every_n(hf_config))
+    if values.get("classifier_dropout") is None:
+      values["classifier_dropout"] = 0.0
+    cls = modernbert.ModernBertConfig
+    return cls(**config_fields(cls, values))
+
+  def config_to_hf(self, config: modernbert.ModernBertConfig, architecture: str) -> dict:
+    global_theta, local_theta = config.rotary_base, config.local_rotary_base
+    return {
+        "model_type": "modernbert", "architectures": [architecture],
+        "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
+        "intermediate_size": config.intermediate_size, "num_hidden_layers": config.num_layers,
+        "num_attention_heads": config.num_heads, "hidden_activation": config.hidden_act,
+        "max_position_embeddings": config.max_position_embeddings,
+        "initializer_range": config.initializer_range, "norm_eps": config.layer_norm_eps,
+        "norm_bias": config.norm_bias, "pad_token_id": config.pad_token_id,
+        "cls_token_id": config.cls_token_id, "sep_token_id": config.sep_token_id,
+        "bos_token_id": config.cls_token_id, "eos_token_id": config.sep_token_id,
+        "attention_bias": config.attention_bias, "attention_dropout": config.attention_dropout,
+        "local_attention": config.local_attention,
+        "embedding_dropout": config.embedding_dropout, "mlp_bias": config.mlp_bias,
+        "mlp_dropout": config.hidden_dropout, "decoder_bias": config.decoder_bias,
+        "classifier_pooling": config.classifier_pooling,
+        "classifier_dropout": config.classifier_dropout or 0.0,
+        "classifier_bias": config.classifier_bias,
+        "classifier_activation": config.classifier_activation, "tie_word_embeddings": True,
+        # transformers 5 reads layer_types / rope_parameters, earlier versions the others.
+        "layer_types": _layer_types(config.num_layers, config.global_attn_every_n_layers),
+        "rope_parameters": {_GLOBAL: {"rope_type": "default", "rope_theta": global_theta},
+                            _LOCAL: {"rope_type": "default", "rope_theta": local_theta}},
+        "global_attn_every_n_layers": config.global_attn_every_n_layers,
+        "global_rope_theta": global_theta, "local_rope_theta": local_theta,
+        **tasks.label_config(config),
+    }
+
+  def make_module(self, architecture: str, config: modernbert.ModernBertConfig):
+    kind = tasks.kind_of(architecture)
+    if kind:
+      return modernbert_tasks.task_model(kind, config)
+    return {"ModernBertModel": modernbert.ModernBertModel,
+            "ModernBertForMaskedLM": modernbert.ModernBertForMaskedLM}[architecture](config)
+
+  def rules(self, architecture: str, config: modernbert.ModernBertConfig) -> list[Rule]:
+    kind = tasks.kind_of(architecture)
+    if kind:
+      return (encoder_rules("model.", "encoder/", config) + head_rules("head.", "head", config)
+              + tasks.linear("classifier", "head/out"))
+    if architecture == "ModernBertModel":
+      return encoder_rules("", "", config)
+    rules = encoder_rules("model.", "model/", config) + head_rules("head.", "mlm_head", config)
+    return rules + ([Rule("decoder.bias", "mlm_head/bias")] if config.decoder_bias else [])
+
+  def state_from_hf(self, state: Mapping[str, Any], config: Any) -> dict:
+    out = {}
+    for key, tensor in state.items():
+      fused = _FUSED_KEY.fullmatch(key)
+      if not fused:
+        out[key] = tensor
+        continue
+      prefix, kind = fused.groups()
+      parts = _FUSED[_fused_name(prefix)]
+      for part, piece in zip(parts, np.split(np.asarray(tensor), len(parts), axis=0)):
+        out[f"{prefix}.{part}.{kind}"] = piece
+    return out
+
+  def state_to_hf(self, state: Mapping[str, Any], config: Any) -> dict:
+    out, fused = {}, {}
+    for key, tensor in state.items():
+      match = _PART_KEY.fullmatch(key)
+      if match:
+        prefix, part, kind = match.groups()
+        fused.setdefault((prefix, kind), {})[part] = tensor
+      else:
+        out[key] = tensor
+    for (prefix, kind), parts in fused.items():
+      order = _FUSED[_fused_name(prefix)]
+      out[f"{prefix}.{kind}"] = np.ascontiguousarray(np.concatenate([parts[p] for p in order]))
+    return out
