@@ -22,6 +22,7 @@ FAMILIES = {
     "deberta_v3_xsmall": ("DebertaModel", lambda p: p["deberta"]),
     "electra_small": ("ElectraModel", lambda p: electra.discriminator_params(p)["electra"]),
     "distilbert_base": ("DistilBertModel", lambda p: p["student"]["distilbert"]),
+    "modernbert_tiny": ("ModernBertModel", lambda p: p["model"]),
 }
 
 

@@ -1,5 +1,6 @@
 """ModernBERT equals transformers' ModernBert classes, through from_hf / to_hf; its sliding
 window restricts attention, and its published sizes have transformers' parameter counts."""
+import gin
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,7 +9,7 @@ import transformers
 
 import bertjax
 from bertjax.models import modernbert
-from tests.helpers import hf as hf_helpers, parity
+from tests.helpers import hf as hf_helpers, parity, pretraining
 
 # 5 layers, global every 2nd (layers 0, 2, 4), a 6-token window (3 keys either side) over
 # rows of up to 19 tokens, rotary bases far from the defaults; eager attention on the torch
@@ -145,3 +146,32 @@ def test_config_errors_name_the_field():
                                                                   "factor": 2.0}}})
   with pytest.raises(ValueError, match="tie_word_embeddings"):
     family.config_from_hf({"tie_word_embeddings": False})
+
+
+RECIPE = ("runs/modernbert_pretrain.gin", "models/modernbert_tiny.gin",
+          "objectives/modernbert_mlm.gin")
+
+
+def test_pretraining_recipe_masks_30_percent_and_learns(tmp_path):
+  """The recipe's data selects 30% of the real tokens, and a tiny ModernBERT's MLM loss
+  falls over 40 steps of it (tests/test_gin_configs.py also runs it on its own vocabulary)."""
+  from bertjax import main
+  from bertjax.data import recipes
+  gin.clear_config()
+  try:
+    main.parse_gin(list(RECIPE), pretraining.run_bindings(steps=2, batch_size=16, length=64))
+    batches = recipes.get_dataset("roberta_mlm", split="train", sequence_length=64,
+                                  batch_size=16, seed=0).take(4).as_numpy_iterator()
+    selected = real = 0
+    for batch in batches:
+      selected += batch["mlm_weights"].sum()
+      real += batch["attention_mask"].sum()
+  finally:
+    gin.clear_config()
+  # [CLS] / [SEP] are never selected: a little under 30% of all real tokens.
+  assert 0.26 < selected / real < 0.31, selected / real
+  records = pretraining.train(tmp_path / "run", RECIPE, [
+      f"build_model.config_overrides = {{{pretraining.TINY}}}"], steps=40)
+  loss = pretraining.early_late(records, "mlm_loss")
+  accuracy = pretraining.early_late(records, "mlm_accuracy")
+  assert loss[1] < loss[0] - 0.2 and accuracy[1] > accuracy[0], (loss, accuracy)
