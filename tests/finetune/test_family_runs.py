@@ -1,7 +1,7 @@
 """A `python -m bertjax.main` run of RoBERTa (byte-level BPE) fine-tunes with the README's
 command, no --tokenizer: the run keeps its vocabulary. (ALBERT's SentencePiece and XLNet's
 layout are written and read back in tests/data/test_vocabulary_files.py; an ALBERT run
-fine-tunes the same way, with "albert" below.)"""
+fine-tunes the same way, with "albert" below.) So does a ModernBERT run, on RoBERTa's BPE."""
 import json
 
 import gin
@@ -25,10 +25,13 @@ FAMILIES = {
                 "roberta-gpt2-ids", ""),
     "albert": (("runs/pretrain.gin", "models/albert_base.gin", "objectives/albert_mlm_sop.gin"),
                "albert", "'embedding_size': 16, "),
+    "modernbert": (("runs/pretrain.gin", "models/modernbert_base.gin",
+                    "objectives/modernbert_mlm.gin"), "roberta-gpt2-ids", ""),
 }
-# One family in the suite: each run pretrains, then fine-tunes GLUE and SQuAD (minutes on CPU;
-# the other tasks' inputs are compared with transformers' in test_tokenizer_layouts.py).
-TESTED = ("roberta",)
+# Two families in the suite, RoBERTa and ModernBERT (its own task heads over rotary, windowed
+# layers): each run pretrains, then fine-tunes GLUE and SQuAD (minutes on CPU; the other
+# tasks' inputs are compared with transformers' in test_tokenizer_layouts.py).
+TESTED = ("roberta", "modernbert")
 TINY = "'hidden_size': 32, 'num_layers': 2, 'num_heads': 2, 'intermediate_size': 64, "
 
 
