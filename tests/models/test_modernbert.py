@@ -91,6 +91,21 @@ def test_window_really_restricts_attention(reference_and_model):
       assert far_weight == 0.0, layer
 
 
+def test_head_mask_reaches_each_unrolled_layer(reference_and_model):
+  """The layers are separate modules, not a scan: a [layers, heads] head mask still finds
+  each one (bertjax.models.common.attention_maps)."""
+  _, ours = reference_and_model
+  inputs = BATCHES["inputs"][0]
+  plain = ours(**inputs)["last_hidden_state"]
+  np.testing.assert_array_equal(ours(**inputs, head_mask=np.ones((5, 4)))["last_hidden_state"],
+                                plain)
+  mask = np.ones((5, 4))
+  mask[3, 1] = 0.0
+  out = ours(**inputs, head_mask=mask, output_attentions=True)
+  assert not out["attentions"][3][:, 1].any() and out["attentions"][2][:, 1].any()
+  assert np.abs(out["last_hidden_state"] - plain).max() > 1e-2
+
+
 def test_packed_rows_equal_each_example_alone(reference_and_model):
   """segment_ids keep two packed examples apart and position_ids restart their rotations."""
   _, ours = reference_and_model

@@ -211,7 +211,7 @@ class ModernBertModel(nn.Module):
       states.append(x)
     out = self.final_norm(x)
     result = {"last_hidden_state": out, "pooler_output": None}
-    if output_hidden_states:
+    if output_hidden_states:  # as transformers': the last one after the final norm
       result["hidden_states"] = jnp.stack(states[:-1] + [out])
     return result
 

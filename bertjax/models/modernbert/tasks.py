@@ -11,6 +11,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from bertjax.models.bert.tasks import classifier_dropout
 from bertjax.models.common import task_heads as heads
 from bertjax.models.modernbert.model import ModernBertConfig, ModernBertModel, prediction_transform
 
@@ -27,7 +28,7 @@ class Head(nn.Module):
   @nn.compact
   def __call__(self, x: jax.Array, *, deterministic: bool = True) -> jax.Array:
     h = prediction_transform(self.config, x.astype(jnp.float32), jnp.float32)
-    h = nn.Dropout(self.config.classifier_dropout or 0.0)(h, deterministic=deterministic)
+    h = nn.Dropout(classifier_dropout(self.config))(h, deterministic=deterministic)
     return heads.dense_layer(self.num_outputs, self.config.initializer_range, "out")(h)
 
 
