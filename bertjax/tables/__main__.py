@@ -196,8 +196,10 @@ def main(argv=None, execute=None) -> int:
   ledger.record(ledger_file, cells, cells)
   plot = (table.plot or report.plot_scores)(table, args.scale, cells,
                                             os.path.splitext(results)[0] + ".png")
+  word_order_plot = report.plot_word_order(table, args.scale, cells,
+                                           os.path.splitext(results)[0] + "_word_order.png")
   with open(results, "w") as f:
-    f.write(report.markdown(table, args.scale, cells, command, plot))
+    f.write(report.markdown(table, args.scale, cells, command, plot, word_order_plot))
   print(f"[{table.name}] results: {results}" + (f", plot: {plot}" if plot else ""))
   if status["failed"]:
     print(f"[{table.name}] failed: {status['failed']}; waiting on them: {status['blocked']}")

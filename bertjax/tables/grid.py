@@ -22,6 +22,7 @@ from typing import Callable, Optional
 
 from bertjax import paths
 from bertjax.tables import corpus as corpus_lib
+from bertjax.tables import word_order
 from bertjax.tables.spec import Arm, Scale, Table, Task
 
 MARKER = "cell.json"
@@ -187,8 +188,9 @@ def cells(table: Table, scale_name: str, out: str) -> list[Cell]:
 
 # ----------------------------------------------------------------------- records
 def pretraining_record(model_dir: str) -> dict:
-  """Steps, tokens, FLOPs (the trainer's analytic count per token x tokens) and the
-  final held-out metrics of a finished `python -m bertjax.main` run."""
+  """Steps, tokens, FLOPs (the trainer's analytic count per token x tokens), the final
+  held-out metrics of a finished `python -m bertjax.main` run, and its word-order signals
+  at every eval (`tables.word_order`)."""
   with open(os.path.join(model_dir, "results.json")) as f:
     results = json.load(f)
   per_token, tokens_per_step = None, None
@@ -202,7 +204,8 @@ def pretraining_record(model_dir: str) -> dict:
   tokens = round(tokens_per_step) * steps if tokens_per_step else None
   return {"steps": steps, "tokens": tokens, "flops_per_token": per_token,
           "flops": per_token * tokens if per_token and tokens else None,
-          "eval": results.get("eval")}
+          "eval": results.get("eval"), "tokens_per_step": tokens_per_step,
+          "word_order": word_order.evals(model_dir)}
 
 
 def finetune_record(directory: str) -> dict:

@@ -13,7 +13,7 @@ import re
 import textwrap
 from typing import Optional
 
-from bertjax.tables import grid, ledger
+from bertjax.tables import grid, ledger, word_order
 from bertjax.tables.spec import Arm, Table, Task
 
 
@@ -110,17 +110,30 @@ def _rebuild_note(key: str, build: dict, record: dict) -> str:
           "before were made from the earlier run, so rows may mix the two.")
 
 
+def baselines(cells: list[grid.Cell]) -> Optional[dict]:
+  """The held-out text's unigram and count bigram cross-entropy (the corpus cell's stats)."""
+  corpus = next((c for c in cells if c.kind == "corpus" and c.done()), None)
+  return (corpus.record() or {}).get("held_out_cross_entropy") if corpus else None
+
+
+def _last_signals(rec: dict) -> Optional[dict]:
+  curve = rec.get("word_order")
+  return curve[-1] if curve else rec.get("eval")
+
+
 def _pretraining_rows(arms: tuple[Arm, ...], cells: list[grid.Cell]) -> list[str]:
-  rows = ["| arm | steps | tokens | FLOPs | FLOPs/token | wall (all attempts) | held-out |",
-          "|---|---:|---:|---:|---:|---:|---|"]
+  rows = ["| arm | steps | tokens | FLOPs | FLOPs/token | wall (all attempts) | held-out | "
+          "learned word order? (last eval) |",
+          "|---|---:|---:|---:|---:|---:|---|---|"]
+  base = baselines(cells)
   for arm in arms:
     cell = next((c for c in cells if c.key == f"pretrain/{arm.name}"), None)
     if cell is None:
-      rows.append(f"| {arm.label} | no pretraining | | | | | |")
+      rows.append(f"| {arm.label} | no pretraining | | | | | | |")
       continue
     rec = cell.record()
     if rec is None:
-      rows.append(f"| {arm.label} | not done | | | | | |")
+      rows.append(f"| {arm.label} | not done | | | | | | |")
       continue
     held = ", ".join(f"{k} {v:.3f}" for k, v in sorted((rec.get("eval") or {}).items())
                      if k.endswith(("accuracy", "loss")))
@@ -128,7 +141,8 @@ def _pretraining_rows(arms: tuple[Arm, ...], cells: list[grid.Cell]) -> list[str
     rows.append(f"| {arm.label} | {rec['steps']} | {f'{tokens:,}' if tokens else '-'} | "
                 f"{f'{flops:.3g}' if flops else '-'} | "
                 f"{f'{per_token / 1e6:.2f} M' if per_token else '-'} | "
-                f"{_duration(rec.get('wall_s_all_attempts'))}{_cores(rec)} | {held} |")
+                f"{_duration(rec.get('wall_s_all_attempts'))}{_cores(rec)} | {held} | "
+                f"{word_order.summary(_last_signals(rec), base)} |")
   return rows
 
 
@@ -158,7 +172,7 @@ def _score_rows(arms: tuple[Arm, ...], tasks: tuple[Task, ...],
 
 
 def markdown(table: Table, scale_name: str, cells: list[grid.Cell], command: str,
-             plot: Optional[str] = None) -> str:
+             plot: Optional[str] = None, word_order_plot: Optional[str] = None) -> str:
   scale = table.scale(scale_name)
   tasks, arms = table.tasks_at(scale), table.arms_at(scale)
   done = [c for c in cells if c.done()]
@@ -166,13 +180,23 @@ def markdown(table: Table, scale_name: str, cells: list[grid.Cell], command: str
            f"Scale `{scale_name}`; {len(done)} of {len(cells)} cells done"
            + ("" if len(done) == len(cells) else
               " (not done: " + ", ".join(c.key for c in cells if not c.done()) + ")") + ".",
-           "", f"**The paper:** {table.direction}", "", "## Downstream (mean ± std over seeds)",
-           ""] + _score_rows(arms, tasks, cells)
+           "", f"**The paper:** {table.direction}", ""]
+  if scale.departure:
+    lines += [f"**Departs from the paper:** {scale.departure}", ""]
+  lines += ["## Downstream (mean ± std over seeds)", ""] + _score_rows(arms, tasks, cells)
   if plot:
     lines += ["", f"![{table.name}]({os.path.basename(plot)})"]
   if any(c.kind == "pretrain" for c in cells):
     lines += ["", "## Pretraining (equal steps x batch x length for every arm)", ""]
     lines += _pretraining_rows(arms, cells)
+    base = baselines(cells)
+    lines += ["", "Learned word order: held-out loss at the [MASK] and random positions below "
+              "the held-out text's count bigram"
+              + (f" ({base['bigram']:.2f} nats; unigram {base['unigram']:.2f})" if base else "")
+              + f", and a head with more than {word_order.GATE_ATTENTION:.0%} of its attention "
+              "on the previous or next token (experiments/scale)."]
+    if word_order_plot:
+      lines += ["", f"![{table.name} word order]({os.path.basename(word_order_plot)})"]
   corpus = next((c for c in cells if c.kind == "corpus"), None)
   if corpus is not None and corpus.done():
     rec = corpus.record()
@@ -205,6 +229,20 @@ def markdown(table: Table, scale_name: str, cells: list[grid.Cell], command: str
     lines.append(" ".join(shell_word(a.replace(out, "$OUT") if out else a)
                           for a in cell.command))
   return "\n".join(lines + ["```", ""])
+
+
+def plot_word_order(table: Table, scale_name: str, cells: list[grid.Cell],
+                    path: str) -> Optional[str]:
+  """Each arm's two word-order signals against its training tokens, so the step where it
+  learns word order shows (`tables.word_order.plot`)."""
+  curves = {}
+  for arm in table.arms_at(table.scale(scale_name)):
+    cell = next((c for c in cells if c.key == f"pretrain/{arm.name}"), None)
+    rec = cell.record() if cell is not None else None
+    if rec and rec.get("word_order") and rec.get("tokens_per_step"):
+      curves[arm.label] = (rec["word_order"], rec["tokens_per_step"])
+  return word_order.plot(curves, baselines(cells), path,
+                         plot_title(table, scale_name, 11)) if curves else None
 
 
 def plot_title(table: Table, scale_name: str, width_inches: float) -> str:

@@ -27,9 +27,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, REPO)
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from bertjax.tables import corpus as corpus_lib
+from bertjax.tables import word_order
 RESULTS = os.path.join(HERE, "results")
 EVAL_EVERY = 250
-GATE_ATTENTION = 0.5
 
 TABLES_MODEL = {"hidden_size": 128, "num_layers": 2, "num_heads": 2, "intermediate_size": 512,
                 "vocab_size": 8192, "hidden_dropout": 0.1, "attention_dropout": 0.1}
@@ -66,8 +69,6 @@ ARMS = {
 
 
 def command(name: str, arm: Arm, corpus: str, model_dir: str) -> list[str]:
-  sys.path.insert(0, REPO)
-  from bertjax.tables import corpus as corpus_lib  # pylint: disable=g-import-not-at-top
   bindings = [
       f"build_model.config_overrides = {arm.model_config()!r}",
       f"Trainer.num_train_steps = {arm.steps}", f"Trainer.batch_size = {arm.batch}",
@@ -84,15 +85,6 @@ def command(name: str, arm: Arm, corpus: str, model_dir: str) -> list[str]:
            "--gin_file=gin/runs/pretrain.gin", "--gin_file=gin/models/bert_base.gin",
            "--gin_file=gin/objectives/bert_mlm.gin"]
           + [f"--gin_bindings={b}" for b in bindings])
-
-
-def curve(model_dir: str) -> list[dict]:
-  keep = ("step", "mlm_unseen_loss", "mlm_unseen_accuracy", "mlm_loss", "mlm_accuracy",
-          "attention_previous_max", "attention_next_max", "attention_previous_head",
-          "attention_next_head")
-  with open(os.path.join(model_dir, "metrics.jsonl")) as f:
-    rows = [json.loads(line) for line in f if line.strip()]
-  return [{k: r[k] for k in keep if k in r} for r in rows if r.get("split") == "eval"]
 
 
 def train_rate(model_dir: str) -> dict:
@@ -122,23 +114,15 @@ def run(names: list[str], corpus: str, out: str) -> None:
               "bindings": list(arm.bindings), "exit_code": code, "cpu_seconds": round(cpu),
               "wall_seconds": round(time.time() - start), "tokens": arm.steps * arm.batch * 128,
               "baselines": baselines, "command": cmd[1:], **train_rate(model_dir),
-              "curve": curve(model_dir)}
+              "curve": word_order.evals(model_dir)}
     with open(os.path.join(RESULTS, f"{name}.json"), "w") as f:
       json.dump(record, f, indent=1)
     print(f"{name}: exit {code}, {cpu / 3600:.2f} CPU hours", flush=True)
 
 
-def passes(point: dict, baselines: dict) -> bool:
-  return (point.get("mlm_unseen_loss", 99) < baselines["bigram"] and max(
-      point.get("attention_previous_max", 0), point.get("attention_next_max", 0)) > GATE_ATTENTION)
-
-
 def report() -> None:
   """results.md (one row per arm: its last eval, the first step that passed the gate, the
   cost) and curves.png (held-out unseen loss and neighbour attention against tokens)."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   records = []
   for name in ARMS:
     path = os.path.join(RESULTS, f"{name}.json")
@@ -151,33 +135,20 @@ def report() -> None:
   lines = ["| arm | what changes | steps x batch (tokens) | held-out unseen loss | "
            "previous / next attention (max head) | gate passed at | CPU h | steps/s |",
            "|---|---|---|---|---|---|---|---|"]
-  fig, (loss_ax, attn_ax) = plt.subplots(1, 2, figsize=(12, 4.5))
   for rec in records:
     last = rec["curve"][-1] if rec["curve"] else {}
-    passed = next((p["step"] for p in rec["curve"] if passes(p, rec["baselines"])), None)
+    passed = next((p["step"] for p in rec["curve"] if word_order.passes(p, base)), None)
     lines.append(
         f"| `{rec['arm']}` | {rec['note']} | {rec['steps']:,} x {rec['batch']} "
         f"({rec['tokens'] / 1e6:.1f}M) | {last.get('mlm_unseen_loss', float('nan')):.2f} | "
         f"{last.get('attention_previous_max', 0):.2f} / {last.get('attention_next_max', 0):.2f} | "
         f"{'step ' + format(passed, ',') if passed else 'not passed'} | "
         f"{rec['cpu_seconds'] / 3600:.2f} | {rec['median_steps_per_sec'] or 0:.2f} |")
-    tokens = [p["step"] * rec["batch"] * 128 / 1e6 for p in rec["curve"]]
-    loss_ax.plot(tokens, [p["mlm_unseen_loss"] for p in rec["curve"]], label=rec["arm"])
-    attn_ax.plot(tokens, [max(p["attention_previous_max"], p["attention_next_max"])
-                          for p in rec["curve"]], label=rec["arm"])
-  for value, label in ((base["unigram"], "unigram"), (base["bigram"], "count bigram")):
-    loss_ax.axhline(value, color="grey", linestyle=":", linewidth=1)
-    loss_ax.annotate(label, (0, value), fontsize=8, color="grey", va="bottom")
-  attn_ax.axhline(GATE_ATTENTION, color="grey", linestyle=":", linewidth=1)
-  loss_ax.set(xlabel="training tokens (M)", ylabel="held-out loss at [MASK] / random (nats)")
-  attn_ax.set(xlabel="training tokens (M)", ylabel="largest attention on the previous / next token",
-              ylim=(0, 1))
-  loss_ax.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(os.path.join(HERE, "curves.png"), dpi=110)
+  word_order.plot({rec["arm"]: (rec["curve"], rec["batch"] * 128) for rec in records}, base,
+                  os.path.join(HERE, "curves.png"))
   header = [f"Held-out text: {base['tokens']:,} tokens; unigram {base['unigram']:.2f} nats, "
             f"count bigram {base['bigram']:.2f}. The gate: unseen loss under the bigram and a "
-            f"head with more than {GATE_ATTENTION:.0%} on the previous or next token.", ""]
+            f"head with more than {word_order.GATE_ATTENTION:.0%} on the previous or next token.", ""]
   with open(os.path.join(HERE, "results.md"), "w") as f:
     f.write("\n".join(header + lines) + "\n\n![curves](curves.png)\n")
   print("\n".join(header + lines))
