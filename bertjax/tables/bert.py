@@ -28,7 +28,7 @@ TABLE5 = Table(
         # The tests train two arms end to end; No NSP differs from MLM + NSP only in its
         # objective file, which every arm's config test parses and builds.
         "tiny": scales.tiny(("sst2",), arms=("mlm_nsp", "ltr")),
-        "cpu": scales.cpu_mlm(),  # 3,000 steps, MLM head at 20 positions (scales.py)
+        "cpu": scales.cpu_mlm(),  # the CPU recipe of experiments/scale (scales.py)
         # BERT-base, 1M steps of 256 x 128 tokens (runs/pretrain.gin); bind the paper's
         # BooksCorpus + Wikipedia with task_dataset.source on the pod.
         "paper": scales.paper({}, {}),

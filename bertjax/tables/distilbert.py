@@ -70,7 +70,7 @@ def student_init(arm: Arm) -> str:
 
 
 # Distillation steps per scale (the teacher takes the scale's pretraining steps), with 10%
-# warmup to the shared CPU recipe's peak rate (scales.CPU_OPTIMIZER): the students start from
+# warmup to the shared CPU recipe's peak rate (ELECTRA-Small's, 5e-4): the students start from
 # the teacher's trained layers, and the MLM recipe's 4x rate, chosen for pretraining from
 # scratch, is not theirs. At the paper's scale runs/distilbert_pretrain.gin's own run stands.
 STUDENT_STEPS = {"tiny": 2, "cpu": 150}
@@ -237,12 +237,8 @@ TABLE = Table(
         "tiny": dataclasses.replace(
             scales.tiny(("sst2",), arms=("teacher", "distilbert", "random_init")),
             model={**scales.TINY_MODEL, "num_layers": TEACHER_LAYERS["tiny"]}),
-        # The teacher on the MLM recipe (scales.cpu_mlm: on the 600-step one a BERT this size
-        # stays on the unigram plateau, experiments/bert/bert_table5_600steps.md). Measured
-        # on one core each: the teacher's 3,000 steps at 1.85 steps/s (~27 min), each
-        # 150-step distillation 5.5-6.5 min, fine-tunings 40-130 s; about 1.2 h with
-        # --workers=2. RTE stays near chance at this size (BERT Table 5 here), so it is left
-        # to the paper's scale.
+        # The teacher on the MLM recipe (scales.cpu_mlm), twice the layers of the students.
+        # RTE stays near chance at this size, so it is left to the paper's scale.
         "cpu": dataclasses.replace(scales.cpu_mlm(tasks=("sst2", "mrpc"), seeds=(0, 1, 2)),
                                    model={**scales.CPU_MODEL,
                                           "num_layers": TEACHER_LAYERS["cpu"]}),

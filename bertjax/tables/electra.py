@@ -60,7 +60,7 @@ _BASE_OPTIMIZER = ("warmup_linear_decay.peak_value = 2e-4",
 
 # Every pretraining keeps all its checkpoints: the learning curve fine-tunes some of them.
 _KEEP_EVERY_CHECKPOINT = {"tiny": {"checkpoint_every": 1, "keep_checkpoints": 2},
-                          "cpu": {"checkpoint_every": 500, "keep_checkpoints": 6}}
+                          "cpu": {"checkpoint_every": 1000, "keep_checkpoints": 6}}
 
 
 def _scales(paper_run: dict, tiny_arms: tuple[str, ...]) -> dict[str, Scale]:
@@ -256,7 +256,7 @@ LEARNING_CURVE = Table(
                                   bindings=_BASE_OPTIMIZER)},
     notes=(_TASKS_NOTE,
            "Each arm is fine-tuned from its saved checkpoints nearest 1/6 and 1/2 of its "
-           "pretraining steps (500 and 1,500 of 3,000 at CPU scale) and from its final model "
+           "pretraining steps (1,000 and 3,000 of 6,000 at CPU scale) and from its final model "
            "(a learning-rate schedule planned for the whole run: the early checkpoints are "
            "not those of a shorter run, as in the paper's curves).",
            "Its ELECTRA and BERT runs are Table 5's (the tables share their folder)."),

@@ -43,10 +43,8 @@ TABLE = Table(
         # Tests train the two models (BERT's MLM, SpanBERT's SBO); whole words and spans
         # without SBO differ only in their data (every arm's config is parsed anyway).
         "tiny": scales.tiny(("squad11",), arms=("random_tokens", "span_sbo")),
-        # The MLM recipe (scales.cpu_mlm): both heads at 20 positions a sequence. Of the
-        # tokens span masking selects on this corpus (15.4 a sequence on average, at most
-        # 27 in 512 sequences), 0.5% fall beyond 20 and go unscored (`mlm_dropped`,
-        # `sbo_dropped`); random tokens and whole words never select more than 20.
+        # The MLM recipe (scales.cpu_mlm): both heads at 20 positions a sequence; the few
+        # span-masked tokens beyond 20 go unscored, and are counted (`mlm_dropped`).
         "cpu": scales.cpu_mlm(tasks=("squad11",), seeds=(0, 1)),
         # SpanBERT's pretraining (runs/spanbert_pretrain.gin: 2.4M steps of 256 x 512 tokens,
         # BERT's optimizer) at base size, with BERT's uncased vocabulary as that file binds.

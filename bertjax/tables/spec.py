@@ -60,6 +60,7 @@ class Scale:
   arms: arm names run at this scale (None: all; e.g. one arm at the tiny scale).
   seeds: fine-tuning seeds.
   runnable: False for the paper's scale (its gin is written and parsed, not run here).
+  departure: how this scale's models differ from the paper's, one line in the results.
   """
   name: str
   model: Mapping[str, object]
@@ -74,6 +75,7 @@ class Scale:
   arms: Optional[tuple[str, ...]] = None
   seeds: tuple[int, ...] = (0, 1, 2)
   runnable: bool = True
+  departure: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -79,7 +79,7 @@ TINY_FINETUNE = (_FINETUNE_GIN,) + _flags(**{
 # Sized to about two hours a table on this 2-core machine (CPU_COST): every arm pretrains
 # 300 steps of 32 x 128 tokens (1.2M tokens), then SST-2 is fine-tuned with three seeds;
 # MRPC and RTE (flags below) are left out at this scale, as a model this small stays at
-# their majority class (experiments/bert/bert_table5_600steps.md).
+# their majority class (experiments/bert/corpus_1.6M/bert_table5_600steps.md).
 CPU_PRETRAIN = {"num_train_steps": 300, "batch_size": 32, "sequence_length": 128,
                 "log_every": 25, "checkpoint_every": 100, "eval_every": 300,
                 "eval_steps": 8, "show_progress": False}

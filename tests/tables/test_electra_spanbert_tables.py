@@ -46,9 +46,9 @@ def test_electra_table5_and_generator_sweep_cells(tmp_path):
   assert "--gin_file=gin/models/electra_all_tokens_mlm.gin" in gins("all_tokens_mlm")
   assert "--gin_file=gin/models/electra_replace_mlm.gin" in gins("replace_mlm")
   assert "--gin_bindings=Trainer.train_task = 'electra'" in cells["pretrain/bert"].command
-  # The ELECTRA recipe for every arm: 3,000 steps at ELECTRA-Small's rate, not the MLM
-  # recipe's 2e-3 (its discriminator stays at the base rate there), heads at 20 positions.
-  recipe = ["--gin_bindings=Trainer.num_train_steps = 3000",
+  # The ELECTRA recipe for every arm: the CPU scale's 6,000 steps at ELECTRA-Small's rate,
+  # not the MLM recipe's 2e-3, heads at 20 positions.
+  recipe = ["--gin_bindings=Trainer.num_train_steps = 6000",
             "--gin_bindings=warmup_linear_decay.peak_value = 5e-4",
             "--gin_bindings=ReplacedTokenDetection.max_predictions = 20",
             "--gin_bindings=MaskedLM.max_predictions = 20"]
@@ -69,11 +69,11 @@ def test_electra_table5_and_generator_sweep_cells(tmp_path):
 def test_learning_curve_fine_tunes_checkpoints_and_plots_score_against_flops(tmp_path):
   table, out = electra.LEARNING_CURVE, tmp_path / "out"
   cpu = {c.key: c for c in grid.cells(table, "cpu", str(out))}
-  assert electra.curve_steps(table.scale("cpu")) == [500, 1500, 3000]
+  assert electra.curve_steps(table.scale("cpu")) == [1000, 3000, 6000]
   assert electra.curve_steps(table.scale("paper")) == [191500, 383000, 766000]
-  early = cpu["finetune/electra/step500/sst2/seed1"]
-  assert f"--checkpoint={out}/electra/pretrain/checkpoints/500" in early.command
-  assert early.step == 500 and early.needs == ("pretrain/electra",)
+  early = cpu["finetune/electra/step1000/sst2/seed1"]
+  assert f"--checkpoint={out}/electra/pretrain/checkpoints/1000" in early.command
+  assert early.step == 1000 and early.needs == ("pretrain/electra",)
   assert "finetune/bert/sst2/seed2" in cpu  # the last step: the final model's cell
   assert "--gin_bindings=Trainer.keep_checkpoints = 6" in cpu["pretrain/bert"].command
   # Run the tiny grid (on two seeds) with fake commands: steps 1 and 2, scores rising with
