@@ -50,4 +50,6 @@ setup(
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
     extras_require={"test": TEST_REQUIRES},
+    # `bertjax train|finetune|predict|...`: one command for every job (bertjax/__main__.py).
+    entry_points={"console_scripts": ["bertjax = bertjax.__main__:main"]},
 )

@@ -12,7 +12,10 @@ Heavy submodules load on first use, so `import bertjax` stays cheap.
 """
 import importlib
 
+from bertjax import quiet as _quiet
+
 __version__ = "0.1.0"
+_quiet.native_start()  # a command's start-up without TensorFlow's native lines (bertjax.quiet)
 
 _LAZY = {
     "from_hf": ("bertjax.hf.model", "from_hf"),

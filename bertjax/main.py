@@ -1,4 +1,4 @@
-r"""Train and / or evaluate a model, configured entirely by gin.
+r"""Train and / or evaluate a model, configured entirely by gin (`bertjax train`).
 
   python -m bertjax.main --gin_file=gin/quickstart.gin --model_dir=/tmp/quickstart
   python -m bertjax.main --gin_file=models/bert_base.gin --gin_file=objectives/mlm_nsp.gin \
@@ -21,10 +21,10 @@ import os
 import pkgutil
 import sys
 
-from absl import app, flags, logging
+from absl import app, flags
 import gin
 
-from bertjax import checkpoints, configurables, run_lock
+from bertjax import checkpoints, cli, configurables, run_lock
 from bertjax.train import distributed, inputs as train_inputs, preemption, trainer
 
 # Packages whose modules register gin configurables that gin files refer to by name;
@@ -38,6 +38,8 @@ _GIN_FILE = flags.DEFINE_multi_string("gin_file", [], "gin config file(s), appli
 _GIN_BINDINGS = flags.DEFINE_multi_string("gin_bindings", [],
                                           "Individual gin bindings, applied after the files.")
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "Output directory of the run.", required=True)
+cli.alias("gin_param", "gin_bindings")
+cli.alias("output_dir", "model_dir")
 _MODE = flags.DEFINE_enum("mode", "train_and_evaluate",
                           ["train", "evaluate", "train_and_evaluate"], "What to run.")
 
@@ -124,7 +126,6 @@ def _report(model_dir: str, results: dict) -> None:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  logging.set_verbosity(logging.WARNING)
   try:  # Multi-process runs join before anything touches a JAX backend.
     distributed.initialize_from_flags()
   except (ValueError, distributed.DistributedInitError) as e:
@@ -150,5 +151,10 @@ def main(argv):
     _report(_MODEL_DIR.value, results)
 
 
+def command() -> None:
+  """`bertjax train` / `python -m bertjax.main`."""
+  cli.run(main, __doc__)
+
+
 if __name__ == "__main__":
-  app.run(main)
+  command()

@@ -8,16 +8,20 @@ from typing import Callable, Optional
 import jax
 from absl import flags
 
-from bertjax import paths
+from bertjax import cli, paths, quiet
 
 
 def run_with_flags(flag_values: flags.FlagValues, run: Callable[[], dict], doc: str,
                    argv: list[str]) -> dict:
-  """Parses `argv` (argv[0] is the program name) into `flag_values`, then `run()`."""
-  if any(arg in ("-h", "--help", "--helpshort") for arg in argv[1:]):
-    print(doc + "\n" + flag_values.get_help())
+  """Parses `argv` (argv[0] is the program name) into `flag_values` (absl's logging flags,
+  `--verbosity`, into its global set), then `run()`."""
+  if cli.wants_help(argv):
+    print(cli.help_text(doc, flag_values))
     sys.exit(0)
-  flag_values(argv)
+  rest = flag_values(argv, known_only=True)
+  if len(rest) > 1:
+    flags.FLAGS(rest)
+  quiet.configure(cli.verbose())
   try:
     return run()
   finally:

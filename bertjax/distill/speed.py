@@ -129,5 +129,10 @@ def main(argv: list[str]) -> dict:
   return cli.run_with_flags(FLAGS, run, __doc__, argv)
 
 
-if __name__ == "__main__":
+def command() -> None:
+  """`bertjax distill-speed` / `python -m bertjax.distill.speed`."""
   cli.entry_point("bertjax.distill.speed", main)
+
+
+if __name__ == "__main__":
+  command()

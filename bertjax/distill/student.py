@@ -96,6 +96,7 @@ _integer("max_train_examples", 0, "Keep the first N training examples (0: all)."
 _integer("max_eval_examples", 0, "Keep the first N dev examples (0: all).")
 _string("out", None, "Where the student, metrics.jsonl and results.json go.")
 _bool("overwrite", False, "Replace an existing --out folder (never one the run reads).")
+flags.DEFINE_alias("output_dir", "out", flag_values=FLAGS)
 _integer("max_length", 64, "Words per sentence (longer ones are truncated).")
 _integer("min_count", 1, "Vocabulary: words seen at least this often in the transfer set.")
 _enum("architecture", "bilstm", list(student_checkpoint.FAMILIES),
@@ -373,5 +374,10 @@ def main(argv: list[str]) -> dict:
   return cli.run_with_flags(FLAGS, run, __doc__, argv)
 
 
-if __name__ == "__main__":
+def command() -> None:
+  """`bertjax distill` / `python -m bertjax.distill.student`."""
   cli.entry_point("bertjax.distill.student", main)
+
+
+if __name__ == "__main__":
+  command()

@@ -1,7 +1,7 @@
 r"""Fine-tune and evaluate a pretrained encoder on one downstream task, from gin.
 
   python -m bertjax.finetune.run --gin_file=gin/finetune/glue_mrpc.gin \
-      --checkpoint=CKPT_DIR --output_dir=OUT [--gin_param="FinetuneConfig.learning_rate = 2e-5"]
+      --checkpoint=CKPT_DIR --output_dir=OUT [--gin_bindings="FinetuneConfig.learning_rate = 2e-5"]
   python -m bertjax.finetune.run --task=sst2 --checkpoint=CKPT_DIR --output_dir=OUT \
       [--max_train_examples=N] [--num_epochs=3] [--learning_rate=5e-5] ...
 
@@ -9,8 +9,8 @@ gin binds three dataclasses: `FinetuneRun` (task, init_checkpoint, tokenizer,
 feature_mode), `Options` (data, lengths, SQuAD settings, output_dir) and
 `FinetuneConfig` (BERT's recipe: lr, batch, epochs, warmup). gin/finetune/ holds one
 file per benchmark over base.gin. Every other flag is a shorthand for one binding
-(listed in `FLAG_BINDINGS`), applied after the gin files and --gin_param, so the
-dataclasses' defaults and the gin files stay the one source of values. Bad bindings
+(listed in `FLAG_BINDINGS`), applied after the gin files and --gin_bindings (alias
+--gin_param), so the dataclasses' defaults and the gin files stay the one source of values. Bad bindings
 (unknown names, wrong types, a missing task / checkpoint) fail before anything loads.
 
 --checkpoint (FinetuneRun.init_checkpoint) is a `python -m bertjax.convert` output, a
@@ -21,8 +21,8 @@ out as that tokenizer lays them out (BERT's [CLS] A [SEP] B [SEP], RoBERTa's
 Tasks: the GLUE names (cola sst2 mrpc qqp stsb mnli qnli rte wnli), squad11, squad20,
 conll2003, swag; `--feature_mode=...` trains a head on frozen features instead (BERT
 Table 7). OUTPUT_DIR gets results.json (metrics of every epoch, the best one, sizes,
-skipped rows, wall times, the command), metrics.jsonl, config.gin, the best epoch's
-checkpoint and predictions/ in each benchmark's submission format, and is itself a
+skipped rows, wall times, the command), metrics.jsonl, loss_curve.png, config.gin and
+predictions/ in each benchmark's submission format, and is itself a
 converted checkpoint of the trained transformers task class (BertForSequenceClassification,
 ...): `python -m bertjax.convert --to_hf=DIR --checkpoint=OUTPUT_DIR` exports it, and
 --checkpoint=OUTPUT_DIR fine-tunes it further (its head continues on the same labels).
@@ -35,9 +35,9 @@ import sys
 import time
 
 import gin
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bertjax import configurables, output_paths
+from bertjax import cli, configurables, output_paths
 from bertjax.configurables import typechecked
 from bertjax.checkpoints import encoders
 from bertjax.checkpoints.formats import open_model
@@ -85,9 +85,9 @@ _DEFINE_enum = functools.partial(flags.DEFINE_enum, flag_values=FLAGS)
 
 flags.DEFINE_multi_string("gin_file", [], "gin file(s), applied in order (also looked up "
                           "under the repository's gin/ folder).", flag_values=FLAGS)
-flags.DEFINE_multi_string("gin_param", [], "gin bindings, applied after the files.",
+flags.DEFINE_multi_string("gin_bindings", [], "gin bindings, applied after the files.",
                           flag_values=FLAGS)
-flags.DEFINE_alias("gin_bindings", "gin_param", flag_values=FLAGS)
+cli.alias("gin_param", "gin_bindings", FLAGS)
 
 # Shorthand flags: each sets one gin binding when given (None = not given).
 _DEFINE_string("task", None, "FinetuneRun.task, e.g. sst2, stsb, mrpc, rte, squad11, conll2003.")
@@ -97,6 +97,7 @@ _DEFINE_string("feature_mode", None,
                "FinetuneRun.feature_mode: feature-based (frozen encoder) NER: one of "
                "embeddings, last, second_last, sum_last4, concat_last4, sum_all, or 'all'.")
 _DEFINE_string("output_dir", None, "Options.output_dir: results, checkpoints, predictions.")
+cli.alias("model_dir", "output_dir", FLAGS)
 flags.DEFINE_boolean("overwrite", False, "Replace an existing --output_dir (never the checkpoint "
                      "or tokenizer the run reads).", flag_values=FLAGS)
 _DEFINE_string("data_dir", None, "Options.data_dir; default bertjax.paths.data_dir().")
@@ -183,7 +184,7 @@ def main(argv):
   del argv
   start = time.time()
   try:
-    config, options = configure(FLAGS.gin_file, FLAGS.gin_param + flag_bindings())
+    config, options = configure(FLAGS.gin_file, FLAGS.gin_bindings + flag_bindings())
   except (ValueError, IOError, SyntaxError) as e:
     sys.exit(f"Bad fine-tuning config: {e}")
   run(config, options, start, overwrite=FLAGS.overwrite)
@@ -228,15 +229,6 @@ def _folder_of(tokenizer: str | None) -> str | None:
   return os.path.dirname(os.path.abspath(tokenizer))
 
 
-def parse_flags(argv: list[str]) -> list[str]:
-  """Parses our flags (and the global absl ones, for logging) from the command line."""
-  if any(arg in ("-h", "--help", "--helpshort") for arg in argv[1:]):
-    print(__doc__ + "\n" + FLAGS.get_help())  # absl's --help would list only its global set
-    sys.exit(0)
-  rest = FLAGS(argv, known_only=True)
-  return flags.FLAGS(rest)
-
-
 def cli_main(argv):
   """main, with bad input and a diverging run reported in one line (exit status 1)."""
   try:
@@ -245,5 +237,13 @@ def cli_main(argv):
     sys.exit(f"python -m bertjax.finetune.run: {e}")
 
 
+def command() -> None:
+  """`bertjax finetune` / `python -m bertjax.finetune.run`."""
+  try:
+    cli.run(cli_main, __doc__, FLAGS)
+  finally:
+    FLAGS.unparse_flags()  # a test process may run the command again
+
+
 if __name__ == "__main__":
-  app.run(cli_main, flags_parser=parse_flags)
+  command()

@@ -352,10 +352,10 @@ def _define_flags() -> None:
 
 
 def run() -> None:
-  """`python -m bertjax.encode`."""
-  from absl import app
+  """`bertjax encode` / `python -m bertjax.encode`."""
+  from bertjax import cli  # Local: the library API does not need absl.
   _define_flags()
-  app.run(main)
+  cli.run(main, __doc__)
 
 
 if __name__ == "__main__":

@@ -173,10 +173,10 @@ def _define_flags() -> None:
 
 
 def run() -> None:
-  """`python -m bertjax.search`."""
-  from absl import app
+  """`bertjax search` / `python -m bertjax.search`."""
+  from bertjax import cli  # Local: the library API does not need absl.
   _define_flags()
-  app.run(main)
+  cli.run(main, __doc__)
 
 
 if __name__ == "__main__":

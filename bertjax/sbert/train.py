@@ -215,6 +215,7 @@ def _define_flags() -> None:
                        "(0: all; for quick runs, not for reported numbers).")
   flags.DEFINE_string("out", None, "Where to save the trained sentence model (encode-ready).")
   flags.DEFINE_bool("overwrite", False, "Replace an existing --out folder.")
+  flags.DEFINE_alias("output_dir", "out")
   flags.DEFINE_string("results", None, "Append one JSON line per score here.")
   flags.DEFINE_integer("seed", 0, "Shuffling / dropout seed.")
   flags.DEFINE_integer("num_microbatches", 1, "Gradient accumulation: passes per step, each "
@@ -227,10 +228,10 @@ def _define_flags() -> None:
 
 
 def run() -> None:
-  """`python -m bertjax.sbert.train`."""
-  from absl import app
+  """`bertjax sbert` / `python -m bertjax.sbert.train`."""
+  from bertjax import cli  # Local: the library functions above do not need absl.
   _define_flags()
-  app.run(main)
+  cli.run(main, __doc__)
 
 
 if __name__ == "__main__":

@@ -15,25 +15,40 @@ running is stopped), exit status 3, so that a table can be built in fixed slots.
 import argparse
 import functools
 import os
+import pathlib
 import re
 import shlex
 import sys
+import tempfile
 import time
 
-from bertjax import paths, run_lock
+from bertjax import paths, quiet, run_lock
+from bertjax.cli import VERBOSITY_HELP
 from bertjax.tables import catalog, grid, ledger, report, runner
+
+
+# Scales whose results are kept in the repository; others (tiny: a check that the table
+# runs) write under the temporary folder, leaving the repository as it was.
+KEPT_SCALES = ("cpu", "paper")
 
 
 def default_out(table, scale: str) -> str:
   """experiments/<paper>/out/<folder>_<scale>: the folder the table shares with the paper's
   other tables of that folder (Table.folder), or its own. The paper's scale writes one file
-  per arm and runs nothing, so each table keeps its own folder there."""
+  per arm and runs nothing, so each table keeps its own folder there. Other scales than
+  KEPT_SCALES: the same folder under <tmp>/bertjax_tables/<paper>/."""
   folder = table.folder if table.folder and table.scale(scale).runnable else table.name
-  return str(paths.REPO_ROOT / "experiments" / table.paper / "out" / f"{folder}_{scale}")
+  root = (paths.REPO_ROOT / "experiments" / table.paper / "out" if scale in KEPT_SCALES
+          else pathlib.Path(tempfile.gettempdir()) / "bertjax_tables" / table.paper)
+  return str(root / f"{folder}_{scale}")
 
 
 def default_results(table, scale: str) -> str:
+  """experiments/<paper>/<table>[_<scale>].md; other scales than KEPT_SCALES: beside the
+  cells' folder, under the temporary folder."""
   suffix = "" if scale == "cpu" else f"_{scale}"
+  if scale not in KEPT_SCALES:
+    return os.path.join(os.path.dirname(default_out(table, scale)), f"{table.name}{suffix}.md")
   return str(paths.REPO_ROOT / "experiments" / table.paper / f"{table.name}{suffix}.md")
 
 
@@ -125,8 +140,11 @@ def parse_args(argv):
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("table", nargs="?", help=f"one of {sorted(catalog.TABLES)}")
   parser.add_argument("--scale", default="cpu", help="tiny | cpu | paper")
-  parser.add_argument("--out", help="folder of the cells (default experiments/<paper>/out/...)")
-  parser.add_argument("--results", help="results markdown (default experiments/<paper>/...)")
+  parser.add_argument("--out", "--output_dir", dest="out",
+                      help="folder of the cells (default experiments/<paper>/out/...; at the "
+                           "tiny scale, a folder under the system's temporary folder)")
+  parser.add_argument("--results", help="results markdown (default experiments/<paper>/...; "
+                                        "at the tiny scale, beside the cells)")
   parser.add_argument("--report_only", action="store_true", help="only rewrite the results")
   parser.add_argument("--list", action="store_true", help="list the tables and exit")
   parser.add_argument("--hours", type=float,
@@ -137,6 +155,7 @@ def parse_args(argv):
                       help="cells run at once, each pinned to its share of the cores (on a "
                            "2-core machine, 2 single-core cells finish about 1.4x as many "
                            "steps as one cell on both cores); timings still run alone")
+  parser.add_argument("--verbosity", "-v", type=int, default=None, help=VERBOSITY_HELP)
   return parser.parse_args(argv)
 
 
@@ -148,6 +167,7 @@ def main(argv=None, execute=None) -> int:
   out first."""
   start = time.time()
   args = parse_args(sys.argv[1:] if argv is None else argv)
+  quiet.configure(args.verbosity is not None)
   if args.hours is not None and args.hours <= 0:
     raise ValueError(f"--hours={args.hours}: give a positive time limit for this sitting.")
   runner.cpu_slots(args.workers)  # a count this machine cannot pin fails before any work
@@ -213,7 +233,7 @@ def main(argv=None, execute=None) -> int:
 
 
 def cli() -> int:
-  """`python -m bertjax.tables`: main, with what it refuses said in one line (status 1)."""
+  """main, with what it refuses said in one line (status 1)."""
   try:
     return main()
   except (ValueError, run_lock.LockError) as e:
@@ -221,5 +241,10 @@ def cli() -> int:
     return 1
 
 
-if __name__ == "__main__":
+def command() -> None:
+  """`bertjax tables` / `python -m bertjax.tables`."""
   sys.exit(cli())
+
+
+if __name__ == "__main__":
+  command()

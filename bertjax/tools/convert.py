@@ -11,19 +11,24 @@ import sys
 
 from absl import app, flags, logging
 
-from bertjax import output_paths
+from bertjax import cli, output_paths
 from bertjax.checkpoints import converted as checkpoint
 from bertjax.checkpoints.formats import open_model
 from bertjax.hf import files, model
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("from_hf", None, "Hugging Face model directory to read.")
-flags.DEFINE_string("out", None, "Where to write the bertjax checkpoint (with --from_hf).")
-flags.DEFINE_string("to_hf", None, "Hugging Face model directory to write.")
-flags.DEFINE_string("checkpoint", None, "bertjax checkpoint or bertjax.main model_dir to export "
-                    "(with --to_hf).")
-flags.DEFINE_boolean("overwrite", False, "Replace an existing --out / --to_hf folder (never "
-                     "one that is read).")
+
+
+def _define_flags() -> None:
+  """At the command's start, not on import: other commands share these names."""
+  flags.DEFINE_string("from_hf", None, "Hugging Face model directory to read.")
+  flags.DEFINE_string("out", None, "Where to write the bertjax checkpoint (with --from_hf).")
+  cli.alias("output_dir", "out")
+  flags.DEFINE_string("to_hf", None, "Hugging Face model directory to write.")
+  flags.DEFINE_string("checkpoint", None, "bertjax checkpoint or bertjax.main model_dir to "
+                      "export (with --to_hf).")
+  flags.DEFINE_boolean("overwrite", False, "Replace an existing --out / --to_hf folder (never "
+                       "one that is read).")
 
 
 def from_hf(hf_dir: str, out_dir: str, overwrite: bool = False) -> model.HFModel:
@@ -42,7 +47,7 @@ def to_hf(checkpoint_dir: str, hf_dir: str, overwrite: bool = False) -> model.HF
   hf_dir = output_paths.claim_folder(hf_dir, "--to_hf", overwrite,
                                      reads=[checkpoint_dir, loaded.tokenizer_dir])
   model.to_hf(loaded, hf_dir)  # checks the weights against the config before writing
-  checkpoint.copy_tokenizer_files(loaded.tokenizer_dir, hf_dir)
+  checkpoint.copy_tokenizer_files(loaded.tokenizer_dir, hf_dir, loaded.architecture)
   return loaded
 
 
@@ -67,8 +72,9 @@ def convert(argv):
 
 
 def run() -> None:
-  """`python -m bertjax.convert`."""
-  app.run(main)
+  """`bertjax convert` / `python -m bertjax.convert`."""
+  _define_flags()
+  cli.run(main, __doc__)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import runpy
 import sys
 import warnings
 
-from absl import app, flags
+from absl import flags
 import gin
 
 # What a FlagValues holds (absl keeps it in its __dict__, see FlagValues.__init__).
@@ -79,10 +79,7 @@ def _own_flags(argv: list[str]):
 def _finetune_run() -> None:
   # Its `__main__` block would register FinetuneRun with gin a second time (as __main__'s).
   from bertjax.finetune import run
-  try:
-    app.run(run.main, flags_parser=run.parse_flags)
-  finally:
-    run.FLAGS.unparse_flags()
+  run.command()
 
 
 ENTRY_POINTS = {"bertjax.finetune.run": _finetune_run}

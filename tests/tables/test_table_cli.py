@@ -2,6 +2,7 @@
 every cell of each table in this process (tests/helpers/cli.py), the tables that share a
 folder in one folder, then again to check that a finished table is skipped."""
 import os
+import pathlib
 import re
 import shlex
 
@@ -58,6 +59,16 @@ def test_list_says_how_far_each_table_is_from_its_ledger(capsys):
   hours = float(re.search(rf"cpu: {len(cells)} of {len(cells)} cells done \((\d+\.\d) h "
                           r"recorded\), 0 left", text).group(1))
   assert hours > 0.1
+
+
+def test_only_the_kept_scales_write_into_the_repository():
+  """A tiny run checks that a table runs: its cells and results go under the temporary
+  folder, so the repository is left as it was; the CPU scale's results are kept there."""
+  from bertjax.tables import catalog  # pylint: disable=g-import-not-at-top
+  for table in catalog.TABLES.values():
+    for scale, inside in (("tiny", False), ("cpu", True)):
+      for path in (tables_cli.default_out(table, scale), tables_cli.default_results(table, scale)):
+        assert pathlib.Path(path).is_relative_to(paths.REPO_ROOT) == inside, (table.name, path)
 
 
 def test_tables_sharing_a_folder_give_each_shared_cell_one_command(tmp_path):
