@@ -11,8 +11,10 @@ or save anything) or reports the skipped steps ('skip'). It writes one `train` r
 through `train.metrics.MetricsWriter`: the means of the step metrics (`loss`,
 `learning_rate`, `grad_norm`, the objective's own), `nonfinite` as a count, and the
 throughput of the steps since the last flush, leaving out compilation (the first
-step), writing and pauses.
+step), writing and pauses. The progress bar counts steps as they finish, keeping one
+step in flight while the host prepares the next batch, so its ETA is the step rate.
 """
+import contextlib
 import dataclasses
 import time
 from typing import Any, Callable, Iterator
@@ -81,6 +83,7 @@ class TrainLoop:
     rows, pending = [], []
     timer = None  # since when the steps of `timed_*` ran; None until compiled
     timed_steps, timed_tokens = 0, 0
+    running = None  # the metrics of the step before, still running on the devices
     for step in range(start, stop):
       try:
         batch = next(batches)
@@ -88,24 +91,30 @@ class TrainLoop:
         raise ValueError(f"{self.data_name} ran out after {step} steps; make the train "
                          f"split repeat.") from None
       tokens = self.tokens(batch)
-      if carry is None:
-        state, metrics = self.step_fn(state, batch)
-      else:
-        state, metrics, carry = self.step_fn(state, batch, carry)
+      with self.writer.phase("compiling") if timer is None else contextlib.nullcontext():
+        if carry is None:
+          state, metrics = self.step_fn(state, batch)
+        else:
+          state, metrics, carry = self.step_fn(state, batch, carry)
+        if timer is None:  # Do not count compilation in the throughput.
+          jax.block_until_ready(metrics)
       pending.append(metrics)
       done = step + 1
-      if timer is None:  # Do not count compilation in the throughput.
-        jax.block_until_ready(metrics)
+      if timer is None:
         timer = time.perf_counter()
+        self.writer.advance(done)
       else:
         timed_steps, timed_tokens = timed_steps + 1, timed_tokens + tokens
+      if running is not None:  # The bar counts finished steps; one more stays in flight.
+        jax.block_until_ready(running)
+        self.writer.advance(done - 1)
+      running = metrics
       pause = pause_at(done)
       if done % self.log_every == 0 or done == stop or pause:
         scalars = self._flush(pending, done, stop, timer, timed_steps, timed_tokens)
         timer = time.perf_counter()  # Writing (the first imports TensorBoard) is not training.
         rows.append({"step": done, **scalars, "elapsed_s": timer - began})
-        pending, timed_steps, timed_tokens = [], 0, 0
-      self.writer.advance(done)
+        pending, timed_steps, timed_tokens, running = [], 0, 0, None
       if pause and on_pause is not None:
         on_pause(done, state, carry)
         timer = time.perf_counter()  # Pauses block; keep their time out of tokens/s.

@@ -6,8 +6,10 @@ Only process 0 writes (on a pod every host computes the same global metrics).
 `metrics.jsonl` in model_dir is append-only across restarts, so the loss curve drawn
 at the end of a resumed run covers the whole run.
 """
+import contextlib
 import json
 import os
+import sys
 import time
 from typing import Any, Mapping
 
@@ -46,10 +48,14 @@ class MetricsWriter:
 
   With `model_dir=None` nothing is written to disk (only `print` and the bar work);
   `tensorboard=False` keeps metrics.jsonl but skips the event files (and TensorFlow).
+  `show_progress=None` shows the bar when stderr is a terminal (not in a log file).
+  The bar moves as steps finish (`advance`), names what runs between steps (`phase`:
+  "compiling", "evaluating", "writing checkpoint 200") and leaves those out of its ETA.
   """
 
   def __init__(self, model_dir: str | None, total_steps: int, start_step: int = 0,
-               show_progress: bool = True, tensorboard: bool = True):
+               show_progress: bool | None = True, tensorboard: bool = True,
+               desc: str = "train"):
     self.enabled = jax.process_index() == 0
     self.model_dir = model_dir
     self.tensorboard = tensorboard
@@ -61,9 +67,12 @@ class MetricsWriter:
     if model_dir is not None:
       os.makedirs(model_dir, exist_ok=True)
       self._jsonl = open(os.path.join(model_dir, METRICS_FILE), "a")
+    self._desc = desc
+    if show_progress is None:
+      show_progress = sys.stderr.isatty()
     if show_progress:
       import tqdm  # Local: only the writing process needs it.
-      self._bar = tqdm.tqdm(total=total_steps, initial=start_step, desc="train",
+      self._bar = tqdm.tqdm(total=total_steps, initial=start_step, desc=desc,
                             unit="step", dynamic_ncols=True, smoothing=0.1)
 
   def _tb(self, split: str):
@@ -88,11 +97,25 @@ class MetricsWriter:
 
   def advance(self, step: int, postfix: Mapping[str, float] | None = None) -> None:
     """Moves the progress bar to `step` (its ETA comes from the step rate)."""
-    if self._bar is None:
+    if self._bar is None or step < self._bar.n:
       return
     self._bar.update(step - self._bar.n)
     if postfix:
       self._bar.set_postfix({k: f"{v:.4g}" for k, v in postfix.items()}, refresh=False)
+
+  @contextlib.contextmanager
+  def phase(self, name: str):
+    """Names what runs meanwhile on the bar ("train (compiling)"); its time is left out
+    of the bar's step rate and ETA. Without a bar it does nothing."""
+    if self._bar is None:
+      yield
+      return
+    self._bar.set_description_str(f"{self._desc} ({name})", refresh=True)
+    try:
+      yield
+    finally:
+      self._bar.set_description_str(self._desc, refresh=False)
+      self._bar.unpause()  # the next step's rate starts now
 
   def print(self, message: str) -> None:
     if not self.enabled:

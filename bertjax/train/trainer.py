@@ -20,6 +20,7 @@ import json
 import os
 from typing import Any, Callable
 
+from absl import logging
 import gin
 import jax
 import jax.numpy as jnp
@@ -31,6 +32,7 @@ from bertjax.train import optimizers, partitioning, preemption
 from bertjax.train import inputs as train_inputs, loop as train_loop, state as train_state
 from bertjax.train import prng, run_start, step as train_step
 from bertjax.configurables import typechecked
+from bertjax.data.preprocessors import stats as data_rules
 from bertjax.layers.embeddings import check_length
 from bertjax.models.common.config import max_positions
 
@@ -140,6 +142,8 @@ class Trainer:
     self.batch_sharding = partitioning.batch_sharding(self.mesh, self.rules)
     self._compiled = {}
     self._checked: dict[str, run_start.StartPoint] = {}
+    self._data_rules_seen: dict[str, int] = {}
+    self._writer: metrics_writer.MetricsWriter | None = None
 
   # ------------------------------------------------------------------------- data
   def _dataset(self, task: str | None, split: str, batch_size: int):
@@ -290,6 +294,10 @@ class Trainer:
     if writer is not None:
       writer.write("eval", step, results)
       writer.print(f"[eval @ step {step}] " + metrics_writer.format_scalars(results))
+      applied = data_rules.summary(self._data_rules_seen)
+      self._data_rules_seen = data_rules.snapshot()
+      if applied:
+        logging.info("Data rules applied up to step %d: %s", step, applied)
     return results
 
   def evaluate_latest(self) -> dict[str, float]:
@@ -314,31 +322,27 @@ class Trainer:
     resume = self.check("train")
     if resume is not None and resume >= self.num_train_steps:
       return self._finished(resume, evaluate)
-    dataset = self._dataset(self.train_task, "train", self.batch_size)
-    # The vocabulary travels with the run: fine-tuning reads it from model_dir.
-    train_inputs.save_vocabulary(self.data_fn, self.train_task, self.model_dir)
-    consumed = self.checkpoints.batches_consumed(resume)
-    batches = train_inputs.iterate(dataset, skip=consumed)
-    first = next(batches, None)  # Shapes for the abstract state; then trained on, not dropped.
-    if first is None:
-      raise ValueError(f"Task {self.train_task!r} gave no training batch: the source of its "
-                       f"'train' split has no documents left after filtering (or none the "
-                       f"recipe keeps at sequence_length {self.sequence_length}). Check "
-                       "task_dataset.source and the files it reads (warnings above count "
-                       "what was dropped).")
-    batches = itertools.chain([first], batches)
-    self._setup_state(first)
-    state, restored = self._restore_or_init(resume)
-    if restored != consumed:
-      raise RuntimeError(f"Checkpoint changed while starting: {restored} != {consumed}.")
-    start = int(state.step)
-    run_start.record_model(self.model_dir, self.model, self._checked["train"], start)
-    writer = metrics_writer.MetricsWriter(self.model_dir, self.num_train_steps, start,
+    writer = metrics_writer.MetricsWriter(self.model_dir, self.num_train_steps, resume or 0,
                                           self.show_progress)
+    self._writer = writer  # _log's lines go above the bar
+    try:
+      with writer.phase("reading data"):
+        first, batches, consumed = self._first_batch(resume)
+      with writer.phase("initializing"):
+        self._setup_state(first)
+        state, restored = self._restore_or_init(resume)
+        if restored != consumed:
+          raise RuntimeError(f"Checkpoint changed while starting: {restored} != {consumed}.")
+        start = int(state.step)
+        run_start.record_model(self.model_dir, self.model, self._checked["train"], start)
+        carry = self._initial_carry(resumed_step=start or None)
+    except BaseException:
+      writer.close()
+      self._writer = None
+      raise
     self._log(f"Training {type(self.model).__name__} on {self.train_task!r}: steps {start} -> "
               f"{self.num_train_steps}, batch {self.batch_size} x {self.sequence_length} tokens, "
               f"mesh {dict(self.mesh.shape)}, {self.flops_per_token / 1e6:.1f} MFLOPs/token.")
-    carry = self._initial_carry(resumed_step=start or None)
     eval_results = None
 
     def eval_now(done: int) -> bool:
@@ -353,12 +357,14 @@ class Trainer:
       nonlocal eval_results
       evaluated = eval_now(done)
       if evaluated:
-        eval_results = self.evaluate(state.params, writer, done)
+        with writer.phase("evaluating"):
+          eval_results = self.evaluate(state.params, writer, done)
       if save_now(done):
-        self._check_finite(done, state, carry)
-        self.checkpoints.save(done, state, {"batches_consumed": consumed + done - start,
-                                            "data_seed": self.data_seed},
-                              metrics=eval_results if evaluated else None, carry=carry)
+        with writer.phase(f"writing checkpoint {done}"):
+          self._check_finite(done, state, carry)
+          self.checkpoints.save(done, state, {"batches_consumed": consumed + done - start,
+                                              "data_seed": self.data_seed},
+                                metrics=eval_results if evaluated else None, carry=carry)
 
     runner = train_loop.TrainLoop(
         self._train_step(), writer, self.log_every,
@@ -367,6 +373,7 @@ class Trainer:
         flops_per_token=self.flops_per_token,
         data_name=f"Training data of {self.train_task!r}")
     batches = (train_inputs.to_global(b, self.batch_sharding) for b in batches)
+    curve, finished = None, False
     with preemption.Watch() as watch:  # until the last checkpoint is sealed
       try:
         state, carry, _ = runner.run(state, batches, start, self.num_train_steps, carry,
@@ -374,13 +381,19 @@ class Trainer:
                                      on_pause=evaluate_and_save, stop_after=watch.reached)
         if watch.signum is not None:
           writer.print("Stopping: writing the final checkpoint.")
+        with writer.phase("writing the final checkpoint"):
+          self.checkpoints.wait()
+        finished = int(state.step) >= self.num_train_steps
+        if finished:
+          with writer.phase("drawing the loss curve"):
+            curve = metrics_writer.plot_loss_curve(self.model_dir)
       finally:
         self.checkpoints.close()
         writer.close()
-    if watch.signum is not None and int(state.step) < self.num_train_steps:
+        self._writer = None
+    if watch.signum is not None and not finished:
       raise preemption.Preempted(int(state.step), watch.signum,
                                  f" in {self.checkpoints.directory}")
-    curve = metrics_writer.plot_loss_curve(self.model_dir)
     summary = {"step": int(state.step), "eval": eval_results,
                "loss_curve": curve, "checkpoints": self.checkpoints.directory,
                "tensorboard": os.path.join(self.model_dir, metrics_writer.TB_SUBDIR)}
@@ -388,6 +401,23 @@ class Trainer:
     return summary
 
   # ------------------------------------------------------------------------- helpers
+  def _first_batch(self, resume: int | None) -> tuple[dict, Any, int]:
+    """(the first batch, all batches from it, batches consumed before it). The vocabulary
+    travels with the run: fine-tuning reads it from model_dir."""
+    dataset = self._dataset(self.train_task, "train", self.batch_size)
+    train_inputs.save_vocabulary(self.data_fn, self.train_task, self.model_dir)
+    consumed = self.checkpoints.batches_consumed(resume)
+    batches = train_inputs.iterate(dataset, skip=consumed)
+    first = next(batches, None)  # Shapes for the abstract state; then trained on, not dropped.
+    if first is None:
+      dropped = data_rules.summary()
+      raise ValueError(f"Task {self.train_task!r} gave no training batch: the source of its "
+                       f"'train' split has no documents left after filtering (or none the "
+                       f"recipe keeps at sequence_length {self.sequence_length}). Check "
+                       "task_dataset.source and the files it reads" +
+                       (f" (data rules applied: {dropped})." if dropped else "."))
+    return first, itertools.chain([first], batches), consumed
+
   def _finished(self, step: int, evaluate: bool) -> dict:
     """A re-run of a finished run: its results stay (evaluated now if they lack an eval)."""
     path = os.path.join(self.model_dir, RESULTS_FILE)
@@ -424,6 +454,8 @@ class Trainer:
         json.dump(results, f, indent=2, default=float)
 
   def _log(self, message: str) -> None:
-    if jax.process_index() == 0:
+    if self._writer is not None:
+      self._writer.print(message)
+    elif jax.process_index() == 0:
       print(message, flush=True)
 

@@ -3,7 +3,8 @@
 Preprocessors never crash on awkward documents (empty, too short, a sentence
 longer than the sequence); they apply a stated rule and count it here. The
 counter lives in Python and is bumped through `tf.py_function` only when the
-rule fires (inside a `tf.cond`), so clean data pays nothing.
+rule fires (inside a `tf.cond`), so clean data pays nothing. The trainer reports the
+counts once per evaluation (`summary`), not as they happen.
 
   from bertjax.data.preprocessors import stats
   stats.snapshot()   # {'pairs/skipped_single_sentence_document': 3, ...}
@@ -11,7 +12,6 @@ rule fires (inside a `tf.cond`), so clean data pays nothing.
 import collections
 import threading
 
-from absl import logging
 import tensorflow as tf
 
 _LOCK = threading.Lock()
@@ -22,9 +22,6 @@ def _bump(name: str, amount) -> None:
   amount = int(amount)
   with _LOCK:
     _COUNTS[name] += amount
-    total = _COUNTS[name]
-  logging.log_every_n_seconds(logging.WARNING, "data rule %s applied (total %d)", 30,
-                              name, total)
 
 
 def count(name: str, amount: tf.Tensor) -> tf.Tensor:
@@ -45,6 +42,13 @@ def snapshot() -> dict:
   """A copy of all counters so far (this process)."""
   with _LOCK:
     return dict(_COUNTS)
+
+
+def summary(before: dict | None = None) -> str:
+  """'rule N, ...' for every counter that grew since `before` (a `snapshot`); '' if none."""
+  before = before or {}
+  grown = {name: n - before.get(name, 0) for name, n in sorted(snapshot().items())}
+  return ", ".join(f"{name} {n}" for name, n in grown.items() if n)
 
 
 def reset() -> None:
