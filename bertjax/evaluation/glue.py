@@ -37,6 +37,9 @@ class GlueTask:
   # and the test files' text columns when they differ (test files start with an index).
   submission_names: tuple[str, ...] = ()
   test_text_columns: tuple[int, ...] | None = None
+  # What a model reports for each label (its config's id2label, transformers' pipelines),
+  # where the data's own values are bare digits; None: the labels themselves.
+  label_names: tuple[str, ...] | None = None
 
   @property
   def is_regression(self) -> bool:
@@ -46,6 +49,11 @@ class GlueTask:
   def score_range(self) -> tuple[float, float]:
     """A regression task's valid scores (STS-B: 0 to 5)."""
     return self.label_center - self.label_scale, self.label_center + self.label_scale
+
+  @property
+  def names(self) -> tuple[str, ...] | None:
+    """The labels' names, in label order (None for regression)."""
+    return self.label_names or self.labels
 
   @property
   def num_labels(self) -> int:
@@ -63,13 +71,14 @@ _NLI = ("entailment", "not_entailment")
 TASKS = {t.name: t for t in [
     # CoLA has no header: source, label, original label, sentence.
     GlueTask("cola", "CoLA", (3,), 1, ("0", "1"), ("mcc",), has_header=False, num_columns=4,
-             submission_names=("CoLA",), test_text_columns=(1,)),
+             submission_names=("CoLA",), test_text_columns=(1,),
+             label_names=("unacceptable", "acceptable")),
     GlueTask("sst2", "SST-2", (0,), 1, ("0", "1"), ("accuracy",), submission_names=("SST-2",),
-             test_text_columns=(1,)),
+             test_text_columns=(1,), label_names=("negative", "positive")),
     GlueTask("mrpc", "MRPC", (3, 4), 0, ("0", "1"), ("f1", "accuracy"),
-             submission_names=("MRPC",)),
+             submission_names=("MRPC",), label_names=("not_equivalent", "equivalent")),
     GlueTask("qqp", "QQP", (3, 4), 5, ("0", "1"), ("f1", "accuracy"), submission_names=("QQP",),
-             test_text_columns=(1, 2)),
+             test_text_columns=(1, 2), label_names=("not_duplicate", "duplicate")),
     GlueTask("stsb", "STS-B", (7, 8), 9, None, ("pearson", "spearman"), label_center=2.5,
              label_scale=2.5, submission_names=("STS-B",)),
     GlueTask("mnli", "MNLI", (8, 9), -1, ("contradiction", "entailment", "neutral"),
@@ -77,7 +86,8 @@ TASKS = {t.name: t for t in [
              submission_names=("MNLI-m", "MNLI-mm")),
     GlueTask("qnli", "QNLI", (1, 2), 3, _NLI, ("accuracy",), submission_names=("QNLI",)),
     GlueTask("rte", "RTE", (1, 2), 3, _NLI, ("accuracy",), submission_names=("RTE",)),
-    GlueTask("wnli", "WNLI", (1, 2), 3, ("0", "1"), ("accuracy",), submission_names=("WNLI",)),
+    GlueTask("wnli", "WNLI", (1, 2), 3, ("0", "1"), ("accuracy",), submission_names=("WNLI",),
+             label_names=("not_entailment", "entailment")),
 ]}
 
 

@@ -41,6 +41,7 @@ class FinetuneConfig:
   log_every: int = 20
   num_microbatches: int = 1       # gradient accumulation: each pass sees batch_size / n rows
   on_nonfinite: str = "stop"      # a NaN/Inf step: stop with an error, or 'skip' its update
+  show_progress: bool | None = None  # a progress bar; None: when stderr is a terminal
 
   def __post_init__(self):
     if self.on_nonfinite not in train_loop.NONFINITE_MODES:

@@ -8,9 +8,10 @@ the task's main metric), scores and writes predictions with them, and returns a
 JSON-able report: the scores of every split and epoch, the best epoch, sizes, what the
 readers skipped, the training curve. With `Options.output_dir`, predictions go to
 OUTPUT_DIR/predictions/ in each benchmark's submission format (`submission`),
-checkpoints to OUTPUT_DIR/checkpoints/, the train rows and per-epoch scores to
-OUTPUT_DIR/metrics.jsonl and OUTPUT_DIR/tensorboard/, and the best model to OUTPUT_DIR
-itself as a converted checkpoint of its transformers class (params/ + metadata.json +
+the train rows and per-epoch scores to OUTPUT_DIR/metrics.jsonl, OUTPUT_DIR/tensorboard/
+and OUTPUT_DIR/loss_curve.png, each evaluated epoch's params to OUTPUT_DIR/checkpoints/
+while the run selects (the best kept), and the best model to OUTPUT_DIR itself (then the
+one copy of its weights; generic heads keep checkpoints/) as a converted checkpoint of its transformers class (params/ + metadata.json +
 tokenizer files: `bertjax.open_model(OUTPUT_DIR)`, `python -m bertjax.convert
 --to_hf=DIR --checkpoint=OUTPUT_DIR`).
 """
@@ -18,6 +19,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import shutil
 import tempfile
 import time
 from typing import Any
@@ -26,6 +28,7 @@ import gin
 import numpy as np
 from absl import logging
 
+from bertjax import checkpoints
 from bertjax.configurables import typechecked
 from bertjax.checkpoints import encoders
 from bertjax.evaluation import conll, readers
@@ -91,18 +94,24 @@ def _predictions_path(options: Options, *parts: str) -> str | None:
 
 def _fit(model, objective, arrays, init: dict, options: Options,
          evaluate: selection.Evaluate, metric: str, name: str = "",
-         frozen: tuple[str, ...] = ()) -> tuple[loop.Finetuner, selection.Selection, dict]:
+         frozen: tuple[str, ...] = (), banner: str | None = None
+         ) -> tuple[loop.Finetuner, selection.Selection, dict]:
   """Fine-tunes with evaluation after each epoch; the finetuner ends on the best epoch.
 
-  init: the weights to start from, {'encoder': ..., 'head': ...} (either may be absent)."""
+  init: the weights to start from, {'encoder': ..., 'head': ...} (either may be absent);
+  banner: what is fine-tuned on what, printed with the run's size before it starts."""
   n = loop.num_rows(arrays)
   steps = num_train_steps(n, options)
+  if banner:
+    print(f"{banner}: {n} training rows, {steps} steps of batch {options.finetune.batch_size}, "
+          f"peak learning rate {options.finetune.learning_rate:g}.", flush=True)
   start = time.time()
   tuner = loop.Finetuner(model, objective, arrays, options.finetune, steps, init.get("encoder"),
                          frozen=frozen, head_params=init.get("head"))
   with _work_dir(options, name) as directory:
     chosen = selection.fit(tuner, arrays, steps, evaluate, metric, directory,
-                           options.eval_each_epoch, tensorboard=bool(options.output_dir))
+                           options.eval_each_epoch, tensorboard=bool(options.output_dir),
+                           loss_curve=bool(options.output_dir))
   report = {"train_rows": n, "train_steps": steps, "history": chosen.train_history,
             "train_time_s": time.time() - start, **chosen.report(), "eval": chosen.scores}
   return tuner, chosen, report
@@ -111,56 +120,37 @@ def _fit(model, objective, arrays, init: dict, options: Options,
 def _fit_task(task: task_models.TaskModel, objective, arrays, options: Options,
               evaluate: selection.Evaluate, metric: str, what: str):
   """`_fit` of a task model; with an output_dir, the best epoch's model is saved there as a
-  converted checkpoint of its transformers class (`what` says where it came from)."""
-  tuner, chosen, report = _fit(task.module, objective, arrays, task.start, options, evaluate,
-                               metric)
+  converted checkpoint of its transformers class (`what` says where it came from), the
+  one copy of its weights: the selection's checkpoint is removed once it is written."""
+  tuner, chosen, report = _fit(
+      task.module, objective, arrays, task.start, options, evaluate, metric,
+      banner=f"Fine-tuning {task.description} on {what} from {task.encoder.description}")
   report["model"] = task.description
   if options.output_dir:
     exported = task_models.save(task, tuner.params, options.output_dir,
                                 task.encoder.tokenizer_dir,
                                 f"{what}, fine-tuned from {task.encoder.description}")
     report["exported_as"] = exported
+    if exported:
+      shutil.rmtree(os.path.join(options.output_dir, checkpoints.RUN_SUBDIR))
   return tuner, chosen, report
 
 
 def run_glue(task_name: str, encoder: encoders.Encoder, tokenizer: Tokenizer,
              options: Options) -> dict[str, Any]:
   task = glue_eval.get_task(task_name)
-  model = task_models.build(
-      encoder, task_models.SEQUENCE, task.labels or ("score",),
-      regression=(task.label_center, task.label_scale) if task.is_regression else None,
-      pooling=options.pooling, fresh_head=options.fresh_head)
   skips = readers.SkipLog()
-  convert = lambda examples: encoder.fit_inputs(
-      glue.convert_examples(examples, tokenizer, options.max_seq_length))
   train = glue_eval.read_examples(task, "train", skips, options.data_dir,
                                   options.max_train_examples)
-  dev_sets = {}
-  for split in task.eval_splits:
-    examples = glue_eval.read_examples(task, split, skips, options.data_dir,
-                                       options.max_eval_examples)
-    dev_sets[split] = (examples, convert(examples))
-
-  def evaluate(tuner):
-    scores, logits = {}, {}
-    for split, (examples, arrays) in dev_sets.items():
-      start = time.time()
-      logits[split] = tuner.predict(arrays, ("logits",))["logits"]
-      scores[split] = {**glue_eval.evaluate(task, logits[split], arrays["labels"]),
-                       "examples": len(examples), "eval_time_s": time.time() - start}
-    return scores, logits
-
-  objective = (objectives.Regression(task.label_center, task.label_scale) if task.is_regression
-               else objectives.Classification())
-  tuner, chosen, report = _fit_task(model, objective, convert(train), options, evaluate,
-                                    f"{task.eval_splits[0]}/{task.metrics[0]}", task.name)
-  logging.info("%s best epoch: %s", task.name, chosen.scores)
+  dev_sets = {split: glue_eval.read_examples(task, split, skips, options.data_dir,
+                                             options.max_eval_examples)
+              for split in task.eval_splits}
+  tuner, chosen, report, convert = fit_pairs(task, train, dev_sets, encoder, tokenizer, options)
   if options.output_dir:
     written = []
     for split, name in zip(task.eval_splits, task.submission_names):
-      examples = dev_sets[split][0]
       written.append(submission.write_glue(
-          _predictions_path(options, "dev", f"{name}.tsv"), [e.guid for e in examples],
+          _predictions_path(options, "dev", f"{name}.tsv"), [e.guid for e in dev_sets[split]],
           glue_eval.submission_labels(task, chosen.outputs[split])))
     if options.predict_test:
       for split, name in zip(task.test_splits, task.submission_names):
@@ -175,6 +165,39 @@ def run_glue(task_name: str, encoder: encoders.Encoder, tokenizer: Tokenizer,
     report["predictions"] = written
   report["skipped"] = {"count": len(skips), "summary": skips.summary()}
   return report
+
+
+def fit_pairs(task: glue_eval.GlueTask, train: list[glue_eval.PairExample],
+              dev_sets: dict[str, list[glue_eval.PairExample]], encoder: encoders.Encoder,
+              tokenizer: Tokenizer, options: Options):
+  """A GLUE-style task (texts or pairs, labels or a score) fine-tuned on `train`, selected
+  on the first of `dev_sets` by the task's first metric: (finetuner, selection, report, the
+  examples -> inputs converter). A GLUE benchmark's files and your own
+  (`finetune.own_data`) both come here."""
+  model = task_models.build(
+      encoder, task_models.SEQUENCE, task.names or ("score",),
+      regression=(task.label_center, task.label_scale) if task.is_regression else None,
+      pooling=options.pooling, fresh_head=options.fresh_head, label_values=task.labels)
+  convert = lambda examples: encoder.fit_inputs(
+      glue.convert_examples(examples, tokenizer, options.max_seq_length))
+  converted = {split: (examples, convert(examples)) for split, examples in dev_sets.items()}
+
+  def evaluate(tuner):
+    scores, logits = {}, {}
+    for split, (examples, arrays) in converted.items():
+      start = time.time()
+      logits[split] = tuner.predict(arrays, ("logits",))["logits"]
+      scores[split] = {**glue_eval.evaluate(task, logits[split], arrays["labels"]),
+                       "examples": len(examples), "eval_time_s": time.time() - start}
+    return scores, logits
+
+  objective = (objectives.Regression(task.label_center, task.label_scale) if task.is_regression
+               else objectives.Classification())
+  first_split = next(iter(dev_sets))
+  tuner, chosen, report = _fit_task(model, objective, convert(train), options, evaluate,
+                                    f"{first_split}/{task.metrics[0]}", task.name)
+  logging.info("%s best epoch: %s", task.name, chosen.scores)
+  return tuner, chosen, report, convert
 
 
 def run_squad(task_name: str, encoder: encoders.Encoder, tokenizer: Tokenizer,

@@ -53,13 +53,15 @@ class Selection:
 
 def fit(tuner: loop.Finetuner, arrays: loop.Arrays, num_steps: int, evaluate: Evaluate,
         metric: str, directory: str, each_epoch: bool = True,
-        tensorboard: bool = True) -> Selection:
+        tensorboard: bool = True, loss_curve: bool = False) -> Selection:
   """Trains `num_steps`, evaluating after every epoch (or only at the end), and leaves
   the best evaluated params (by `metric` = "split/name", higher is better) in `tuner`.
 
   `directory` receives `checkpoints/<step>/` (the best evaluated params, under
   `state/params`), `metrics.jsonl` (the `train` rows every `log_every` steps and one
-  row per evaluated split and epoch) and, with `tensorboard`, their event files. A
+  row per evaluated split and epoch), with `tensorboard` their event files and with
+  `loss_curve` the training loss drawn (`loss_curve.png`). A progress bar
+  (`FinetuneConfig.show_progress`) counts the steps and names the evaluations. A
   non-finite step stops training (NonFiniteLossError) before that epoch is evaluated,
   unless the config skips such updates.
   """
@@ -73,8 +75,9 @@ def fit(tuner: loop.Finetuner, arrays: loop.Arrays, num_steps: int, evaluate: Ev
   os.makedirs(directory, exist_ok=True)
   ckpts = checkpoints.RunCheckpoints(directory, keep=0, best_metric=name, best_mode="max",
                                      keep_best=1, async_save=False)
-  writer = train_metrics.MetricsWriter(directory, num_steps, show_progress=False,
-                                       tensorboard=tensorboard)
+  writer = train_metrics.MetricsWriter(directory, num_steps,
+                                       show_progress=tuner.config.show_progress,
+                                       tensorboard=tensorboard, desc="finetune")
   epochs: list[dict[str, Any]] = []
   best: dict[str, Any] = {}
   kept = {}
@@ -83,7 +86,8 @@ def fit(tuner: loop.Finetuner, arrays: loop.Arrays, num_steps: int, evaluate: Ev
     if not each_epoch and step != num_steps:
       return
     start = time.time()
-    scores, outputs = evaluate(tuner)
+    with writer.phase(f"evaluating epoch {epoch:g}"):
+      scores, outputs = evaluate(tuner)
     scores = json.loads(json.dumps(scores, default=float))  # plain JSON types
     if split not in scores or name not in scores[split]:
       raise ValueError(f"Selection metric {metric!r} is not among the scores "
@@ -92,7 +96,9 @@ def fit(tuner: loop.Finetuner, arrays: loop.Arrays, num_steps: int, evaluate: Ev
     rank = value if math.isfinite(value) else _WORST
     epochs.append({"epoch": epoch, "step": step, "eval": scores})
     _write_scores(writer, epoch, step, scores, time.time() - start)
-    ckpts.save(step, {"params": tuner.params}, {"epoch": epoch, "eval": scores}, {name: rank})
+    with writer.phase(f"writing epoch {epoch:g}'s checkpoint"):
+      ckpts.save(step, {"params": tuner.params}, {"epoch": epoch, "eval": scores}, {name: rank})
+    writer.print(f"[epoch {epoch:g}, step {step}] {metric} = {value:.4f}")
     logging.info("epoch %s (step %d): %s = %.4f", epoch, step, metric, value)
     if not best or rank >= best["rank"]:  # ties: the later epoch, as Orbax's BestN keeps
       best.update(epoch=epoch, step=step, value=value, rank=rank)
@@ -100,13 +106,17 @@ def fit(tuner: loop.Finetuner, arrays: loop.Arrays, num_steps: int, evaluate: Ev
 
   try:
     history = tuner.train(arrays, num_steps, on_epoch_end, writer)
-    ckpts.wait()
+    with writer.phase("writing the best epoch's checkpoint"):
+      ckpts.wait()
     if best["step"] != num_steps:  # the last epoch was not the best: go back to the best
       target = jax.tree.map(
           lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding),
           {"params": tuner.params})
       restored, _ = ckpts.restore(best["step"], target)
       tuner.state = tuner.state.replace(params=restored["params"])
+    if loss_curve:
+      with writer.phase("drawing the loss curve"):
+        train_metrics.plot_loss_curve(directory)
   finally:
     ckpts.close()
     writer.close()

@@ -62,12 +62,14 @@ class TaskModel:
 
 def build(model: OpenedModel, kind: str, labels: tuple[str, ...] | None = None, *,
           regression: tuple[float, float] | None = None, pooling: str = "pooler",
-          fresh_head: bool = False) -> TaskModel:
+          fresh_head: bool = False, label_values: tuple[str, ...] | None = None) -> TaskModel:
   """The task model of `kind` (SEQUENCE, TOKENS, SPANS, CHOICES) over `model`'s encoder.
 
-  labels: the classes' names in id order (SEQUENCE, TOKENS); regression: (center, scale)
-  of a single-output SEQUENCE task. Raises before anything trains when `model` is the
-  task class with a head for other labels.
+  labels: the classes' names in id order (SEQUENCE, TOKENS); label_values: the same
+  classes as the data spells them, where a head fine-tuned earlier may name them so
+  (GLUE's "0" / "1"); regression: (center, scale) of a single-output SEQUENCE task.
+  Raises before anything trains when `model` is the task class with a head for other
+  labels.
   """
   encoder = encoders.base_encoder(model)
   config = _task_config(encoder.config, kind, labels, regression)
@@ -82,7 +84,7 @@ def build(model: OpenedModel, kind: str, labels: tuple[str, ...] | None = None, 
     module = model.family.make_module(architecture, config)
   start = {"encoder": encoder.params}
   if architecture is not None and model.architecture == architecture and not fresh_head:
-    start["head"] = _continued_head(model, kind, config, regression)
+    start["head"] = _continued_head(model, kind, config, regression, label_values)
   return TaskModel(module, encoder, config, architecture, start, regression)
 
 
@@ -108,7 +110,8 @@ def _generic(kind: str, encoder: nn.Module, config: Any, pooling: str) -> nn.Mod
   return heads.SpanExtractor(encoder)
 
 
-def _continued_head(model: OpenedModel, kind: str, config: Any, regression) -> dict:
+def _continued_head(model: OpenedModel, kind: str, config: Any, regression,
+                    label_values: tuple[str, ...] | None = None) -> dict:
   """`model`'s head, its outputs in the task's label order (and units)."""
   head = jax.tree.map(np.asarray, model.params["head"])
   if kind not in (SEQUENCE, TOKENS):
@@ -116,6 +119,8 @@ def _continued_head(model: OpenedModel, kind: str, config: Any, regression) -> d
   theirs, ours = tuple(model.config.labels), tuple(config.labels)
   if regression and len(theirs) == 1:
     return _affine_output(head, 1 / regression[1], -regression[0] / regression[1])
+  if label_values and sorted(theirs) == sorted(label_values) != sorted(ours):
+    ours = tuple(label_values)  # named as the data spells the labels
   if not regression and len(theirs) == len(ours):
     if sorted(theirs) == sorted(ours):  # the same classes, perhaps in another order
       order = [theirs.index(label) for label in ours]

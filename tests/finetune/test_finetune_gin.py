@@ -127,7 +127,9 @@ def test_run_from_gin_selects_the_best_epoch_and_writes_glue_server_files(tmp_pa
   assert report["eval"]["dev"]["accuracy"] == accuracies[best]
   rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
   assert [r["accuracy"] for r in rows if r["split"] == "dev"] == accuracies
-  assert os.listdir(out / "checkpoints") == [str(2 * (best + 1))]  # only the best is kept
+  # One copy of the weights, the best epoch's (its predictions below), in OUT itself.
+  assert not (out / "checkpoints").exists() and (out / "params").is_dir()
+  assert (out / "loss_curve.png").stat().st_size > 0
   assert "FinetuneRun.task = 'rte'" in (out / "config.gin").read_text()
   # The dev file holds the best epoch's predictions: its accuracy is the reported one.
   dev = submission.read_glue(str(out / "predictions" / "dev" / "RTE.tsv"))

@@ -12,7 +12,6 @@ import pytest
 import torch
 import transformers
 
-from bertjax import checkpoints
 from bertjax.checkpoints.formats import open_model
 from bertjax.evaluation import conll
 from bertjax.finetune import loop, pipelines, run, task_models
@@ -98,15 +97,15 @@ def test_stsb_run_exports_a_regressor_of_the_score_itself(bert_dir, tmp_path):
   assert report["exported_as"] == "BertForSequenceClassification"
   hf_dir, config = _export(tmp_path)
   assert config["problem_type"] == "regression" and config["id2label"] == {"0": "score"}
-  # Trained on (score - 2.5) / 2.5 (the run's best params), the exported head outputs the
-  # score; fine-tuning the export again continues its head, in training units again.
-  trained, _ = checkpoints.load_params(str(tmp_path / "out" / "checkpoints"))
+  # Trained on (score - 2.5) / 2.5, the exported head (the run's one copy of its weights)
+  # outputs the score; fine-tuning the export again continues its head, in training units.
+  assert not os.path.exists(tmp_path / "out" / "checkpoints")
   again = task_models.build(open_model(str(tmp_path / "out")), task_models.SEQUENCE, ("score",),
                             regression=(2.5, 2.5))
   assert again.description == "BertForSequenceClassification (continued head)"
   pair = ("a man sleeps .", "a dog sleeps .")
-  _, encoded = _ours(str(tmp_path / "out"), hf_dir, *pair)
-  centred = again.module.apply({"params": trained}, **encoded)["logits"][0, 0]
+  exported, encoded = _ours(str(tmp_path / "out"), hf_dir, *pair)
+  centred = (exported["logits"][0, 0] - 2.5) / 2.5
   continued = again.module.apply({"params": again.start}, **encoded)["logits"][0, 0]
   assert abs(continued - centred) < TOL
   score = transformers.pipeline("text-classification", model=hf_dir)(
