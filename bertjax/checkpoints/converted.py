@@ -34,7 +34,7 @@ def save(model: HFModel, directory: str | os.PathLike, tokenizer_from: str | os.
   }
   save_params(str(directory), model.params, metadata)
   if tokenizer_from is not None:
-    copy_tokenizer_files(tokenizer_from, directory)
+    copy_tokenizer_files(tokenizer_from, directory, model.architecture)
 
 
 def load(directory: str | os.PathLike) -> HFModel:
@@ -72,13 +72,17 @@ def _module_options(model: HFModel) -> dict:
           and getattr(model.module, name) != getattr(default, name)}
 
 
-def copy_tokenizer_files(source: str | os.PathLike, target: str | os.PathLike) -> list[str]:
+def copy_tokenizer_files(source: str | os.PathLike, target: str | os.PathLike,
+                         architecture: str | None = None) -> list[str]:
   """Copies the tokenizer files of folder `source` to `target`, after checking them all
   (links leading out of `source`, binary vocabularies, broken JSON): on an error,
-  nothing is copied."""
+  nothing is copied. sentence-transformers' files go only with a bare encoder (an
+  `architecture` such as BertModel, or None), not with a task class."""
   files.check_tokenizer_files(source)
   copied = []
   for name in TOKENIZER_FILES:
+    if name in files.SENTENCE_MODEL_FILES and not files.embeds_sentences(architecture):
+      continue
     path, destination = pathlib.Path(source) / name, pathlib.Path(target) / name
     if path.is_file():
       destination.parent.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,12 @@ class Family(abc.ABC):
   # HF tensors deliberately not loaded (buffers, tied duplicates), as regexes.
   ignored_keys: tuple[str, ...] = ()
 
+  def __repr__(self) -> str:
+    """The family's name (`open_model(path).family` prints as 'bert')."""
+    return self.name
+
+  __str__ = __repr__
+
   @abc.abstractmethod
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> Any:
     """Our config dataclass from config.json's contents (ValueError on unsupported options)."""

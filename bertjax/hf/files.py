@@ -22,7 +22,19 @@ TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json",
                    "sentencepiece.bpe.model", "spm.model", "added_tokens.json", "modules.json",
                    "sentence_bert_config.json", "config_sentence_transformers.json",
                    "1_Pooling/config.json", "2_Normalize")
+# sentence-transformers' own files: a sentence model's pooling and normalisation, which only
+# a bare encoder's folder carries (not a task class's: it does not embed sentences).
+SENTENCE_MODEL_FILES = ("modules.json", "sentence_bert_config.json",
+                        "config_sentence_transformers.json", "1_Pooling/config.json",
+                        "2_Normalize")
 _TEXT_FILES = ("vocab.txt", "merges.txt")  # besides every *.json
+
+
+def embeds_sentences(architecture: str | None) -> bool:
+  """Whether a folder of `architecture` may be a sentence model: a bare encoder
+  (BertModel, ...; None when unknown), not a task or language-model class."""
+  return architecture is None or (architecture.endswith("Model") and "For" not in architecture
+                                  and "LMHead" not in architecture)
 
 
 def inside(folder: str | os.PathLike, name: str | os.PathLike) -> pathlib.Path:

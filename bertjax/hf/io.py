@@ -117,7 +117,14 @@ def _atomic_write(target: pathlib.Path, write) -> None:
   os.close(fd)
   try:
     write(tmp)
+    os.chmod(tmp, 0o666 & ~_umask())  # as open() would create it (mkstemp's is 0600)
     os.replace(tmp, target)
   finally:
     if os.path.exists(tmp):
       os.remove(tmp)
+
+
+def _umask() -> int:
+  mask = os.umask(0)
+  os.umask(mask)
+  return mask

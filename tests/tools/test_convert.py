@@ -1,5 +1,6 @@
-import json
 """`python -m bertjax.convert` both ways, as a command."""
+import json
+import os
 import subprocess
 import sys
 
@@ -34,6 +35,36 @@ def test_convert_command_round_trip(tmp_path):
   with torch.no_grad():
     logits = back(**{k: torch.as_tensor(v) for k, v in inputs.items()}).logits.numpy()
   assert np.abs(logits - direct).max() <= 1e-4
+
+
+def test_exports_are_world_readable_and_carry_only_the_files_their_class_needs(tmp_path):
+  """A sentence model's files (modules.json, 1_Pooling/) travel with a bare encoder only,
+  not with a task class's export; every file is written as open() would (0666 - umask)."""
+  readable = 0o666 & ~_umask()
+  for architecture in ("BertForSequenceClassification", "BertModel"):
+    source, out = tmp_path / architecture, tmp_path / f"{architecture}_export"
+    getattr(transformers, architecture)(transformers.BertConfig(**ODD_CONFIG)).save_pretrained(
+        source)
+    (source / "vocab.txt").write_text("[PAD]\n[UNK]\nhello\n")
+    (source / "modules.json").write_text(json.dumps([{
+        "idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]))
+    (source / "1_Pooling").mkdir()
+    (source / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+    convert.from_hf(str(source), str(tmp_path / f"{architecture}_ckpt"))
+    convert.to_hf(str(tmp_path / f"{architecture}_ckpt"), str(out))
+    names = {p.name for p in out.iterdir()}
+    assert {"config.json", "model.safetensors", "vocab.txt"} <= names, names
+    sentence_files = {"modules.json", "1_Pooling"} & names
+    assert sentence_files == (set() if "For" in architecture else {"modules.json", "1_Pooling"})
+    for path in out.rglob("*"):
+      if path.is_file():
+        assert path.stat().st_mode & 0o777 == readable, (path, oct(path.stat().st_mode))
+
+
+def _umask() -> int:
+  mask = os.umask(0)
+  os.umask(mask)
+  return mask
 
 
 def test_convert_without_arguments_explains_usage():
