@@ -7,6 +7,8 @@
   `bertjax.checkpoints.encoders.base_encoder` cuts its bare encoder out for task heads.
 - `from_hf(path)` / `to_hf(model, path)`: Hugging Face model folders <-> runnable models.
 - `vocab_from_hf(path)`: the seqio vocabulary of a Hugging Face tokenizer folder.
+- `pipeline(task, path)`: a model folder as a function of your own text (fill-mask,
+  text / token classification, question answering, sentence embeddings, text-to-text).
 
 Heavy submodules load on first use, so `import bertjax` stays cheap.
 """
@@ -24,6 +26,7 @@ _LAZY = {
     "open_model": ("bertjax.checkpoints.formats", "open_model"),
     "OpenedModel": ("bertjax.checkpoints.opened", "OpenedModel"),
     "vocab_from_hf": ("bertjax.data.hf_vocabulary", "vocab_from_hf"),
+    "pipeline": ("bertjax.predict", "pipeline"),
 }
 
 

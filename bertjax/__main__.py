@@ -11,6 +11,8 @@ COMMANDS = {
     "train": ("bertjax.main:command", "pretrain (and evaluate) a model configured by gin files"),
     "finetune": ("bertjax.finetune.run:command",
                  "fine-tune on a benchmark (GLUE, SQuAD, CoNLL-2003, SWAG) or your own files"),
+    "predict": ("bertjax.predict.__main__:command",
+                "predictions on your own text (a TSV / JSONL file) from any model folder"),
     "convert": ("bertjax.tools.convert:run", "Hugging Face folders <-> bertjax checkpoints"),
     "encode": ("bertjax.sbert.encode:run", "sentence embeddings, one row per input line"),
     "search": ("bertjax.sbert.search:run", "nearest sentences of a corpus"),

@@ -15,6 +15,7 @@ FLAGS = {
               "coordinator_address"],
     "finetune": ["gin_file", "gin_bindings", "gin_param", "output_dir", "model_dir", "task",
                  "checkpoint", "learning_rate"],
+    "predict": ["model", "checkpoint", "task", "input", "output", "columns", "top_k"],
     "convert": ["from_hf", "out", "output_dir", "to_hf", "checkpoint"],
     "encode": ["checkpoint", "input", "output", "pooling", "progress"],
     "search": ["checkpoint", "corpus", "query", "k", "index_type"],
@@ -34,7 +35,7 @@ def test_the_console_script_is_the_dispatcher():
   setup = (paths.REPO_ROOT / "setup.py").read_text()
   assert '"bertjax = bertjax.__main__:main"' in setup
   assert callable(dispatcher.main)
-  wanted = {"train", "finetune", "convert", "encode", "search", "analyze", "tables",
+  wanted = {"train", "finetune", "predict", "convert", "encode", "search", "analyze", "tables",
             "distill"}
   assert wanted <= set(dispatcher.COMMANDS)
   assert {name.split()[0] for name in FLAGS} == set(dispatcher.COMMANDS)

@@ -83,6 +83,7 @@ TINY_FLAGS = {
     "bertjax.sbert.train": ["--nli_fraction=0.0003", "--max_steps=2", "--stsb_epochs=1",
                             "--sick=false", "--eval_poolings=mean", "--batch_size=8",
                             "--max_seq_length=32", "--log_every=1", "--max_eval_pairs=16"],
+    "bertjax.predict": [],
     "bertjax.tools.distilbert_init": [],  # Its sizes are the teacher's (a tiny one here).
     "bertjax.tools.electra_stage_two": [],
 }
@@ -280,7 +281,7 @@ def _run_snippet(marker: str, replacements: dict, namespace: dict) -> dict:
 
 def test_every_python_snippet_is_run():
   markers = ("bertjax.from_hf(\"path/to/hf_dir\")", "bertjax.open_model(", "partitioning.make_mesh",
-             "recipes.get_dataset", "m.generate(")
+             "recipes.get_dataset", "m.generate(", "classify = bertjax.pipeline(")
   blocks = fenced_blocks("python")
   assert len(blocks) == len(markers), "a README Python snippet has no test here"
   for block in blocks:
@@ -299,35 +300,43 @@ def test_hugging_face_snippets(places, tmp_path):
   assert np.abs(_hf_outputs(export, inputs) - want).max() <= 1e-5
   _run_snippet("bertjax.open_model(", {'"path"': repr(places["HF_DIR"])}, namespace)
   assert namespace["model"].architecture == "BertModel"
+  reference = transformers.AutoTokenizer.from_pretrained(places["HF_DIR"])
+  assert namespace["ids"] == reference("a man sleeps", "a person sleeps")["input_ids"]
 
 
-def test_sharding_snippet(places):
-  """The 4 x 2 mesh of the snippet, on the 8 fake CPU devices of tests/conftest.py."""
-  from bertjax.models import bert
-  module = bert.BertModel(bert.BertConfig(vocab_size=64, hidden_size=16, num_layers=1,
-                                          num_heads=2, intermediate_size=32))
-  ids = np.ones((2, 8), np.int32)
-  abstract = jax.eval_shape(lambda: module.init(jax.random.key(0), ids)["params"])
-  namespace = _run_snippet("partitioning.make_mesh", {}, {"abstract_params": abstract})
-  kernel = namespace["shardings"]["embeddings"]["word_embeddings"]["embedding"]
-  assert kernel.mesh.shape == {"data": 4, "model": 2} and "model" in str(kernel.spec), kernel
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory) -> str:
+  """A fine-tuning's output as the predict page's snippets read it: a text classifier
+  whose labels have names."""
+  directory = tmp_path_factory.mktemp("classifier")
+  torch.manual_seed(0)
+  transformers.BertForSequenceClassification(transformers.BertConfig(
+      vocab_size=len(sbert_helpers.VOCAB), hidden_size=16, num_hidden_layers=1,
+      num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
+      id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1}),
+  ).save_pretrained(directory)
+  (directory / "vocab.txt").write_text("\n".join(sbert_helpers.VOCAB) + "\n")
+  return str(directory)
 
 
-def test_recipes_snippet():
-  namespace = _run_snippet("recipes.get_dataset", {}, {})
-  spec = namespace["ds"].element_spec["input_ids"]
-  assert spec.shape.as_list() == [256, 512], spec
+def test_pipeline_snippet(classifier):
+  namespace = _run_snippet("classify = bertjax.pipeline(", {'"OUT"': repr(classifier)},
+                           {"bertjax": bertjax})
+  found = namespace["classify"]([("a man sleeps", "a person sleeps"), "it rains"], top_k=None)
+  assert [{s["label"] for s in scores} for scores in found] == [{"negative", "positive"}] * 2
 
 
-def test_decoding_snippet(tiny_gpt2):
-  input_ids = np.array([[0, 0, 5, 6, 7], [1, 2, 3, 4, 5]])
-  attention_mask = np.array([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])  # left-padded, as it says
-  namespace = _run_snippet("m.generate(", {'"gpt2_or_t5_or_bart_dir"': repr(tiny_gpt2)},
-                           {"input_ids": input_ids, "attention_mask": attention_mask, "jax": jax,
-                            "bertjax": bertjax})
-  ids = np.asarray(namespace["ids"])
-  assert ids.shape[0] == 2 and ids.shape[1] in (20, 25), ids.shape
-  assert ids.min() >= 0 and ids.max() < 50
+def test_predict_command(classifier, tmp_path):
+  """The predict page's command on a TSV of texts: one prediction per row, by label name."""
+  (command,) = _commands_of("bertjax.predict")
+  texts = tmp_path / "texts.tsv"
+  texts.write_text("text\na man is playing the guitar\na dog runs on grass\n")
+  out = tmp_path / "predictions.jsonl"
+  run_command(command, {"OUT": classifier, "texts.tsv": str(texts),
+                        "predictions.jsonl": str(out)})
+  rows = [json.loads(line) for line in out.read_text().splitlines()]
+  assert [r["text"] for r in rows] == ["a man is playing the guitar", "a dog runs on grass"]
+  assert all(r["prediction"]["label"] in ("negative", "positive") for r in rows), rows
 
 
 # ----------------------------------------------------------------- table rows with tools

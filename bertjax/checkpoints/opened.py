@@ -1,5 +1,6 @@
-"""What `open_model` returns: a runnable model, where its tokenizer is, where it came from."""
+"""What `open_model` returns: a runnable model, its tokenizer, where it came from."""
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -14,6 +15,14 @@ class OpenedModel(HFModel):
   tokenizer_dir: str
   source: str
   origin: str
+
+  @functools.cached_property
+  def tokenizer(self):
+    """The model's tokenizer, as transformers' fast tokenizer runs it: a `tokenizers.Tokenizer`
+    whose `encode(text)` / `encode(text_a, text_b)` add the family's special tokens
+    (`.ids`, `.attention_mask`, `.type_ids`, `.offsets`); padding and truncation off."""
+    from bertjax.data import hf_tokenizer  # pylint: disable=g-import-not-at-top
+    return hf_tokenizer.load(self.tokenizer_dir).tokenizer
 
   @property
   def description(self) -> str:

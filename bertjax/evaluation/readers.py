@@ -6,7 +6,9 @@ a bad row is logged with its file and line and counted, and the run goes on; the
 summary says how many rows were dropped and why.
 """
 import collections
+import csv
 import dataclasses
+import json
 import os
 from typing import Iterator
 
@@ -96,6 +98,49 @@ def read_tsv(path: str, skip_log: SkipLog, num_columns: int | None = None,
                       f"found {len(fields)}")
         continue
       yield line_no, fields
+
+
+RECORD_FILES = (".csv", ".tsv", ".jsonl")
+
+
+def read_records(path: str, skip_log: SkipLog) -> Iterator[tuple[int, dict]]:
+  """Yields (line number, {column: value}) for each row of your own file: a .tsv (as
+  `read_tsv` reads it) or .csv whose first line names the columns, or a .jsonl of objects
+  (a bare string is {'text': ...}). Rows that are none of these go to `skip_log`."""
+  extension = os.path.splitext(path)[1].lower()
+  if extension not in RECORD_FILES:
+    raise ValueError(f"{path}: give a .csv, .tsv or .jsonl file (a header naming the columns, "
+                     "or one JSON object per line).")
+  if extension == ".tsv":
+    with open(path, encoding="utf-8-sig") as f:
+      header = f.readline().rstrip("\r\n").split("\t")
+    for line, fields in read_tsv(path, skip_log):
+      yield line, dict(zip(header, fields))
+    return
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"No file at {path!r}.")
+  with open(path, encoding="utf-8-sig", newline="") as f:
+    if extension == ".csv":
+      for line, row in enumerate(csv.DictReader(f), start=2):
+        if None in row or None in row.values():
+          skip_log.skip(path, line, "a field count other than the header's")
+        else:
+          yield line, row
+      return
+    for line, text in enumerate(f, start=1):
+      if not text.strip():
+        continue
+      try:
+        value = json.loads(text)
+      except json.JSONDecodeError as e:
+        skip_log.skip(path, line, f"not JSON ({e.msg})")
+        continue
+      if isinstance(value, str):
+        value = {"text": value}
+      if isinstance(value, dict):
+        yield line, value
+      else:
+        skip_log.skip(path, line, f"a JSON {type(value).__name__}, not an object or a string")
 
 
 def _is_utf8(line: str) -> bool:

