@@ -9,6 +9,7 @@
 - `vocab_from_hf(path)`: the seqio vocabulary of a Hugging Face tokenizer folder.
 - `pipeline(task, path)`: a model folder as a function of your own text (fill-mask,
   text / token classification, question answering, sentence embeddings, text-to-text).
+- `fine_tune(path, kind, train, dev, ...)`: fine-tuning on your own CSV / TSV / JSONL files.
 
 Heavy submodules load on first use, so `import bertjax` stays cheap.
 """
@@ -27,6 +28,7 @@ _LAZY = {
     "OpenedModel": ("bertjax.checkpoints.opened", "OpenedModel"),
     "vocab_from_hf": ("bertjax.data.hf_vocabulary", "vocab_from_hf"),
     "pipeline": ("bertjax.predict", "pipeline"),
+    "fine_tune": ("bertjax.finetune.own_data", "fine_tune"),
 }
 
 

@@ -281,7 +281,8 @@ def _run_snippet(marker: str, replacements: dict, namespace: dict) -> dict:
 
 def test_every_python_snippet_is_run():
   markers = ("bertjax.from_hf(\"path/to/hf_dir\")", "bertjax.open_model(", "partitioning.make_mesh",
-             "recipes.get_dataset", "m.generate(", "classify = bertjax.pipeline(")
+             "recipes.get_dataset", "m.generate(", "classify = bertjax.pipeline(",
+             "bertjax.fine_tune(")
   blocks = fenced_blocks("python")
   assert len(blocks) == len(markers), "a README Python snippet has no test here"
   for block in blocks:
@@ -337,6 +338,29 @@ def test_predict_command(classifier, tmp_path):
   rows = [json.loads(line) for line in out.read_text().splitlines()]
   assert [r["text"] for r in rows] == ["a man is playing the guitar", "a dog runs on grass"]
   assert all(r["prediction"]["label"] in ("negative", "positive") for r in rows), rows
+
+
+@pytest.mark.slow
+def test_fine_tune_snippet(tmp_path):
+  """fine_tune on the two CSV files the snippet names, from a tiny BERT with the default
+  max_seq_length's positions; the fine-tuned model then predicts the files' label names."""
+  torch.manual_seed(0)
+  transformers.BertModel(transformers.BertConfig(
+      vocab_size=len(sbert_helpers.VOCAB), hidden_size=16, num_hidden_layers=1,
+      num_attention_heads=2, intermediate_size=32, max_position_embeddings=128),
+  ).save_pretrained(tmp_path / "ckpt")
+  (tmp_path / "ckpt" / "vocab.txt").write_text("\n".join(sbert_helpers.VOCAB) + "\n")
+  rows = [("a man is playing the guitar", "positive"), ("a dog runs on grass", "negative")] * 4
+  for name in ("train.csv", "dev.csv"):
+    (tmp_path / name).write_text("review,sentiment\n" + "".join(f"{t},{s}\n" for t, s in rows))
+  out = str(tmp_path / "out")
+  namespace = _run_snippet("bertjax.fine_tune(", {
+      '"CKPT"': repr(str(tmp_path / "ckpt")), '"train.csv"': repr(str(tmp_path / "train.csv")),
+      '"dev.csv"': repr(str(tmp_path / "dev.csv")), '"OUT"': repr(out)}, {"bertjax": bertjax})
+  assert namespace["report"]["eval"]["dev"]["examples"] == len(rows)
+  assert json.loads(pathlib.Path(out, "results.json").read_text())["task"] == "classification"
+  found = bertjax.pipeline("text-classification", out)("a dog runs on grass")
+  assert found["label"] in ("positive", "negative")
 
 
 # ----------------------------------------------------------------- table rows with tools

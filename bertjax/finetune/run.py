@@ -195,25 +195,41 @@ def run(config: FinetuneRun, options: pipelines.Options, start: float | None = N
   """Loads the encoder, runs the task, prints and writes the report (and returns it).
   An existing output_dir is refused unless `overwrite` (bertjax.output_paths)."""
   start = time.time() if start is None else start
-  model = open_model(config.init_checkpoint, _folder_of(config.tokenizer))
-  encoder = encoders.base_encoder(model)
-  limit = max_positions(encoder.config)
-  check_length(options.max_seq_length, limit, "Options.max_seq_length (--max_seq_length)",
-               f"Pass --max_seq_length <= {limit}, the encoder's position table")
-  files.check_tokenizer_files(config.tokenizer or encoder.tokenizer_dir)
-  tokenizer = tokenization.for_model(encoder, config.tokenizer)
+  model, encoder, tokenizer = open_for_finetuning(config.init_checkpoint, config.tokenizer,
+                                                 options)
   if options.output_dir:
     output_paths.claim_folder(options.output_dir, "--output_dir", overwrite,
                               reads=[config.init_checkpoint, config.tokenizer])
     os.makedirs(options.output_dir, exist_ok=True)
     with open(os.path.join(options.output_dir, "config.gin"), "w") as f:
       f.write(gin.config_str())
-  logging.info("Encoder: %s", encoder.description)
   # The whole model: a checkpoint of the task's class continues with its head.
   report = run_task(config.task, model, tokenizer, options, config.feature_mode)
-  report = {"task": config.task, "encoder": encoder.description,
-            "command": "python -m bertjax.finetune.run " + " ".join(sys.argv[1:]),
-            **report, "wall_time_s": time.time() - start}
+  return finish(report, config.task, encoder.description, options, start,
+                "python -m bertjax.finetune.run " + " ".join(sys.argv[1:]))
+
+
+def open_for_finetuning(checkpoint: str, tokenizer: str | None, options: pipelines.Options
+                        ) -> tuple[encoders.Encoder, encoders.Encoder, tokenization.Tokenizer]:
+  """(the model at `checkpoint`: any folder open_model reads, its bare encoder, its
+  tokenizer or the one at `tokenizer`), checked against each other and
+  `options.max_seq_length`."""
+  model = open_model(checkpoint, _folder_of(tokenizer))
+  encoder = encoders.base_encoder(model)
+  limit = max_positions(encoder.config)
+  check_length(options.max_seq_length, limit, "Options.max_seq_length (--max_seq_length)",
+               f"Pass --max_seq_length <= {limit}, the encoder's position table")
+  files.check_tokenizer_files(tokenizer or encoder.tokenizer_dir)
+  logging.info("Encoder: %s", encoder.description)
+  return model, encoder, tokenization.for_model(encoder, tokenizer)
+
+
+def finish(report: dict, task: str, encoder: str, options: pipelines.Options, start: float,
+           command: str) -> dict:
+  """The run's report with what ran, printed (less its per-step history) and written to
+  OUTPUT_DIR/results.json."""
+  report = {"task": task, "encoder": encoder,
+            "command": command, **report, "wall_time_s": time.time() - start}
   summary = {k: v for k, v in report.items() if k not in ("history", "epochs")}
   print(json.dumps(summary, indent=2, default=str))
   if options.output_dir:
