@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from bertjax import output_paths
 from bertjax.evaluation import glue as glue_eval, readers
 from bertjax.finetune import loop, pipelines, run, submission
 
@@ -64,13 +65,14 @@ def read_examples(path: str, kind: str, text: str, text_pair: str | None, label:
 def fine_tune(model: str, kind: str, train: str, dev: str, *, text: str = "text",
               text_pair: str | None = None, label: str = "label",
               output_dir: str | None = None, tokenizer: str | None = None,
-              **settings) -> dict:
+              overwrite: bool = False, **settings) -> dict:
   """Fine-tunes `model` (any folder bertjax.open_model reads) on `train`, selecting the
   best epoch on `dev`; returns the report `finetune.run` writes (results.json).
 
   kind: 'classification' or 'regression'; text / text_pair / label: the files' column
   (or JSON field) names; settings: FinetuneConfig fields (learning_rate, batch_size,
-  num_epochs, ...) and Options fields (max_seq_length, max_train_examples, ...)."""
+  num_epochs, ...) and Options fields (max_seq_length, max_train_examples, ...). An
+  existing output_dir is refused unless `overwrite`, as finetune.run refuses it."""
   start = time.time()
   if kind not in KINDS:
     raise ValueError(f"kind={kind!r}: use one of {KINDS}.")
@@ -90,6 +92,8 @@ def fine_tune(model: str, kind: str, train: str, dev: str, *, text: str = "text"
   task = _task(os.path.basename(train), kind, labels, text_pair is not None, train_examples)
   opened, encoder, tokens = run.open_for_finetuning(model, tokenizer, options)
   if options.output_dir:
+    output_paths.claim_folder(options.output_dir, "output_dir", overwrite,
+                              reads=[model, tokenizer, train, dev])
     os.makedirs(options.output_dir, exist_ok=True)
   tuner, chosen, report, _ = pipelines.fit_pairs(task, train_examples, {"dev": dev_examples},
                                                  opened, tokens, options)

@@ -22,7 +22,7 @@ import sys
 import numpy as np
 from absl import flags
 
-from bertjax import cli
+from bertjax import cli, output_paths
 from bertjax.evaluation import readers
 
 FLAGS = flags.FlagValues()
@@ -46,6 +46,7 @@ def _define_flags() -> None:
                       ".jsonl file, one input per row.", flag_values=FLAGS)
   flags.DEFINE_string("output", None, "Where the predictions go: a .jsonl (a .npy for "
                       "sentence embeddings); default: printed.", flag_values=FLAGS)
+  flags.DEFINE_bool("overwrite", False, "Replace an existing --output file.", flag_values=FLAGS)
   flags.DEFINE_list("columns", [], "FIELD=COLUMN renames: which column holds each field the "
                     "task reads (e.g. text=sentence1,text_pair=sentence2).", flag_values=FLAGS)
   flags.DEFINE_string("tokenizer", None, "Tokenizer folder; default: the model's own.",
@@ -104,6 +105,10 @@ def main(argv: list[str]) -> None:
   for name in ("model", "input"):
     if FLAGS[name].value is None:
       raise ValueError(f"--{name} is required; see --help.")
+  output = None
+  if FLAGS.output:  # refused before any work when it exists (bertjax.output_paths)
+    output = output_paths.claim_file(FLAGS.output, "--output", FLAGS.overwrite,
+                                     reads=[FLAGS.model, FLAGS.input, FLAGS.tokenizer])
   rows = read_rows(FLAGS.input)
   options = {"batch_size": FLAGS.batch_size, "max_seq_length": FLAGS.max_seq_length}
   predict = tasks.pipeline(FLAGS.task, FLAGS.model, FLAGS.tokenizer, **options)
@@ -111,15 +116,15 @@ def main(argv: list[str]) -> None:
   call = {} if FLAGS.top_k is None else {"top_k": FLAGS.top_k}
   results = predict(inputs, **call)
   if isinstance(results, np.ndarray):  # sentence embeddings
-    if FLAGS.output and FLAGS.output.endswith(".npy"):
-      np.save(FLAGS.output, results)
+    if output and output.endswith(".npy"):
+      np.save(output, results)
       print(f"Wrote {results.shape} ({predict.task}) to {FLAGS.output}")
       return
     results = results.tolist()
   lines = [json.dumps({**row, "prediction": result}, ensure_ascii=False, default=float)
            for row, result in zip(rows, results)]
-  if FLAGS.output:
-    with open(FLAGS.output, "w", encoding="utf-8") as f:
+  if output:
+    with open(output, "w", encoding="utf-8") as f:
       f.write("".join(line + "\n" for line in lines))
     print(f"Wrote {len(lines)} predictions ({predict.task}) to {FLAGS.output}")
   else:

@@ -57,6 +57,10 @@ def test_glue_files_give_the_glue_run(bert_dir, tmp_path):
   dev = (tmp_path / "own" / "predictions" / "dev.tsv").read_text().splitlines()
   assert dev[0] == "index\tprediction" and len(dev) == 5
   assert {line.split("\t")[1] for line in dev[1:]} <= {"entailment", "not_entailment"}
+  with pytest.raises(ValueError, match=r"output_dir=.*own.*overwrite"):  # as finetune.run
+    bertjax.fine_tune(bert_dir, "classification", str(folder / "train.tsv"),
+                      str(folder / "dev.tsv"), text="sentence1", text_pair="sentence2",
+                      output_dir=str(tmp_path / "own"), **SETTINGS)
 
 
 def test_csv_and_jsonl_files_train_a_classifier_named_by_their_labels(bert_dir, tmp_path):

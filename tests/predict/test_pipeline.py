@@ -210,6 +210,11 @@ def test_predict_command_reads_tsv_and_jsonl_and_writes_jsonl(folders, tmp_path)
       [(a, b) for a, b in zip(TEXTS, TEXTS[1:] + TEXTS[:1])])
   assert [r["id"] for r in rows] == ["0", "1", "2"]
   _close([r["prediction"] for r in rows], want)
+  with pytest.raises(AssertionError, match=r"--output=.*pairs\.jsonl.*--overwrite"):
+    cli.run_module(["bertjax.predict", f"--model={folder}", f"--input={tsv}", f"--output={out}"])
+  cli.run_module(["bertjax.predict", f"--model={folder}", f"--input={tsv}", f"--output={out}",
+                  "--columns=text=sentence1", "--overwrite"])
+  assert len(out.read_text().splitlines()) == 3
 
   jsonl = tmp_path / "texts.jsonl"
   jsonl.write_text(json.dumps(TEXTS[0]) + "\n" + json.dumps({"text": TEXTS[1]}) + "\n")
