@@ -217,11 +217,16 @@ def converted(places) -> dict:
 @pytest.mark.slow
 def test_convert_commands_round_trip(converted):
   """`--from_hf` then `--to_hf` (the Hugging Face section's block): the export is the model."""
-  commands = list(dict.fromkeys(_commands_of("bertjax.convert")))  # Fine-tuning repeats one.
+  commands = _commands_of("bertjax.convert")
   assert {c.split()[3].split("=")[0] for c in commands} == {"--from_hf", "--to_hf"}, commands
   assert all(converted[c] == converted["CKPT_DIR"] for c in ("CKPT", "DIR"))
-  for command in commands[1:]:  # The first one made `converted`.
-    run_command(command, converted)
+  # The fine-tuning page repeats the first one (its CKPT is CKPT_DIR here), which made
+  # `converted`: run once, as convert refuses to write over its own output.
+  done = {tuple(filled(commands[0], converted))}
+  for command in commands[1:]:
+    if tuple(filled(command, converted)) not in done:
+      done.add(tuple(filled(command, converted)))
+      run_command(command, converted)
   inputs = hf_helpers.padded_batch(len(sbert_helpers.VOCAB))
   diff = (np.abs(_hf_outputs(converted["EXPORT_DIR"], inputs)
                  - _hf_outputs(converted["HF_DIR"], inputs)))
