@@ -347,8 +347,9 @@ def test_predict_command(classifier, tmp_path):
 
 @pytest.mark.slow
 def test_fine_tune_snippet(tmp_path):
-  """fine_tune on the two CSV files the snippet names, from a tiny BERT with the default
-  max_seq_length's positions; the fine-tuned model then predicts the files' label names."""
+  """fine_tune on the files the snippet names (texts with labels, tagged tokens, questions),
+  from a tiny BERT with the default max_seq_length's positions; each fine-tuned model then
+  predicts through its pipeline, by the files' label names."""
   torch.manual_seed(0)
   transformers.BertModel(transformers.BertConfig(
       vocab_size=len(sbert_helpers.VOCAB), hidden_size=16, num_hidden_layers=1,
@@ -358,14 +359,32 @@ def test_fine_tune_snippet(tmp_path):
   rows = [("a man is playing the guitar", "positive"), ("a dog runs on grass", "negative")] * 4
   for name in ("train.csv", "dev.csv"):
     (tmp_path / name).write_text("review,sentiment\n" + "".join(f"{t},{s}\n" for t, s in rows))
-  out = str(tmp_path / "out")
+  tagged = [{"tokens": ["a", "man", "is", "playing"], "tags": ["O", "B-PER", "O", "O"]},
+            {"tokens": ["a", "dog", "runs"], "tags": ["O", "B-ANIMAL", "O"]}] * 4
+  context = "a man is playing the guitar"
+  questions = [{"question": "who is playing", "context": context,
+                "answers": {"text": ["a man"], "answer_start": [0]}}] * 8
+  for name, lines in (("tags_train.jsonl", tagged), ("tags_dev.jsonl", tagged),
+                      ("qa_train.jsonl", questions), ("qa_dev.jsonl", questions)):
+    (tmp_path / name).write_text("".join(json.dumps(line) + "\n" for line in lines))
+  out = {name: str(tmp_path / name.lower()) for name in ("OUT", "OUT_TAGS", "OUT_QA")}
+  files = {f'"{name}"': repr(str(tmp_path / name)) for name in (
+      "train.csv", "dev.csv", "tags_train.jsonl", "tags_dev.jsonl", "qa_train.jsonl",
+      "qa_dev.jsonl")}
   namespace = _run_snippet("bertjax.fine_tune(", {
-      '"CKPT"': repr(str(tmp_path / "ckpt")), '"train.csv"': repr(str(tmp_path / "train.csv")),
-      '"dev.csv"': repr(str(tmp_path / "dev.csv")), '"OUT"': repr(out)}, {"bertjax": bertjax})
+      '"CKPT"': repr(str(tmp_path / "ckpt")), **files,
+      **{f'"{name}"': repr(path) for name, path in out.items()}}, {"bertjax": bertjax})
   assert namespace["report"]["eval"]["dev"]["examples"] == len(rows)
-  assert json.loads(pathlib.Path(out, "results.json").read_text())["task"] == "classification"
-  found = bertjax.pipeline("text-classification", out)("a dog runs on grass")
+  results = {name: json.loads(pathlib.Path(path, "results.json").read_text())
+             for name, path in out.items()}
+  assert [r["task"] for r in results.values()] == ["classification", "token_classification",
+                                                   "question_answering"]
+  assert results["OUT_TAGS"]["eval"]["dev"]["sentences"] == len(tagged)
+  assert results["OUT_QA"]["eval"]["dev"]["questions"] == len(questions)
+  found = bertjax.pipeline("text-classification", out["OUT"])("a dog runs on grass")
   assert found["label"] in ("positive", "negative")
+  tags = bertjax.pipeline("token-classification", out["OUT_TAGS"])("a man is playing")
+  assert {t["entity"] for t in tags} <= {"O", "B-ANIMAL", "B-PER"}
 
 
 # ----------------------------------------------------------------- table rows with tools

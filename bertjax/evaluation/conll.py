@@ -38,10 +38,13 @@ def path(split: str, data_dir: str | None = None) -> str:
 
 
 def read_sentences(file: str, skip_log: readers.SkipLog,
-                   labels: tuple[str, ...] = LABELS) -> list[Sentence]:
+                   labels: tuple[str, ...] | None = LABELS,
+                   columns: int | None = 4) -> list[Sentence]:
   """Sentences of a CoNLL file (`token POS chunk NER` lines, blank line between
   sentences, `-DOCSTART-` lines ignored). A sentence with a malformed line or a tag
-  outside `labels` is reported at that line and skipped as a whole."""
+  outside `labels` is reported at that line and skipped as a whole. `columns=None` reads
+  any file of token-per-line columns, the token first and its tag last; `labels=None`
+  takes every tag."""
   if not os.path.exists(file):
     raise FileNotFoundError(f"No CoNLL file at {file!r}.")
   sentences, words, tags, first_line, bad = [], [], [], 0, False
@@ -50,7 +53,7 @@ def read_sentences(file: str, skip_log: readers.SkipLog,
     if words and not bad:
       sentences.append(Sentence(tuple(words), tuple(tags), f"{file}:{first_line}"))
 
-  with open(file, encoding="utf-8") as f:
+  with open(file, encoding="utf-8-sig") as f:
     for line_no, line in enumerate(f, start=1):
       fields = line.split()
       if not fields or fields[0] == "-DOCSTART-":
@@ -61,17 +64,21 @@ def read_sentences(file: str, skip_log: readers.SkipLog,
         first_line = line_no
       if bad:
         continue
-      if len(fields) != 4:
-        skip_log.skip(file, line_no, f"expected 4 space-separated columns (token POS chunk "
-                      f"NER), found {len(fields)}; sentence skipped")
+      if columns is not None and len(fields) != columns:
+        skip_log.skip(file, line_no, f"expected {columns} space-separated columns (token POS "
+                      f"chunk NER), found {len(fields)}; sentence skipped")
         bad = True
-      elif fields[3] not in labels:
-        skip_log.skip(file, line_no, f"tag {fields[3]!r} not in the label set {labels}; "
+      elif len(fields) < 2:
+        skip_log.skip(file, line_no, f"a line needs the token and its tag (found "
+                      f"{line.strip()!r}); sentence skipped. Put the tag in the last column")
+        bad = True
+      elif labels is not None and fields[-1] not in labels:
+        skip_log.skip(file, line_no, f"tag {fields[-1]!r} not in the label set {labels}; "
                       f"sentence skipped")
         bad = True
       else:
         words.append(fields[0])
-        tags.append(fields[3])
+        tags.append(fields[-1])
   flush()
   readers.require_rows(file, len(sentences), skip_log, "sentences")
   return sentences
@@ -82,10 +89,15 @@ Chunk = tuple[str, int, int]  # (type, first token, last token), inclusive
 _TAG = re.compile(r"O|[BIES]-\S+")
 
 
+def is_tag(tag) -> bool:
+  """Is `tag` an entity tag that scoring reads: 'O' or B-/I-/E-/S-<type>?"""
+  return isinstance(tag, str) and bool(_TAG.fullmatch(tag))
+
+
 def _checked(tags: Sequence[str]) -> list[str]:
   """The tags as a list; seqeval only warns on a malformed tag, so it is rejected here."""
   for tag in tags:
-    if not isinstance(tag, str) or not _TAG.fullmatch(tag):
+    if not is_tag(tag):
       raise ValueError(f"Tag {tag!r} is neither 'O' nor of the form B-/I-/E-/S-<type>.")
   return list(tags)
 

@@ -59,10 +59,11 @@ def word_tags(logits: np.ndarray, first_piece: np.ndarray, sentences: list[conll
 
 
 def evaluate(logits: np.ndarray, features: dict[str, np.ndarray],
-             sentences: list[conll.Sentence]) -> dict[str, object]:
+             sentences: list[conll.Sentence],
+             labels: tuple[str, ...] = conll.LABELS) -> dict[str, object]:
   """conlleval entity precision / recall / F1 (fractions) plus the count of words that
-  got no prediction (cut off by the sequence length)."""
-  predicted = word_tags(logits, features["first_piece"], sentences)
+  got no prediction (cut off by the sequence length); `labels`: the logits' tags."""
+  predicted = word_tags(logits, features["first_piece"], sentences, labels)
   scores = conll.entity_scores([list(s.tags) for s in sentences], predicted)
   unlabelled = sum(int((features["first_piece"][r, :len(s.words)] < 0).sum())
                    for r, s in enumerate(sentences))

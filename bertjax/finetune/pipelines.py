@@ -207,7 +207,6 @@ def run_squad(task_name: str, encoder: encoders.Encoder, tokenizer: Tokenizer,
   split is available). `max_train_examples` draws a seeded random subset of the
   training questions. Selection: F1 (2.0: F1 at the best threshold, tuned on dev)."""
   version = {"squad11": "1.1", "squad20": "2.0"}[task_name]
-  model = task_models.build(encoder, task_models.SPANS, fresh_head=options.fresh_head)
   path = options.squad_file or squad_eval.default_path()
   skips = readers.SkipLog()
   train, held_out = squad_eval.split_by_article(squad_eval.read_examples(path, skips),
@@ -220,6 +219,28 @@ def run_squad(task_name: str, encoder: encoders.Encoder, tokenizer: Tokenizer,
     keep = np.sort(rng.choice(len(train), options.max_train_examples, replace=False))
     train = [train[i] for i in keep]
   held_out = held_out[:options.max_eval_examples]
+  _, chosen, report = fit_spans(version, train, held_out, encoder, tokenizer, options,
+                                f"SQuAD {version}", "held_out",
+                                {"articles": len({e.article for e in held_out})})
+  logging.info("%s held-out (best epoch): %s", task_name, chosen.scores["held_out"])
+  if options.output_dir:
+    answers, margins = chosen.outputs
+    report["predictions"] = submission.write_squad(
+        _predictions_path(options), answers, margins if version == "2.0" else None)
+  report["skipped"] = {"count": len(skips), "summary": skips.summary()}
+  return report
+
+
+def fit_spans(version: str, train: list[squad_eval.SquadExample],
+              held_out: list[squad_eval.SquadExample], encoder: encoders.Encoder,
+              tokenizer: Tokenizer, options: Options, what: str, split: str,
+              facts: dict[str, Any] | None = None):
+  """Extractive QA (SQuAD `version` '1.1', or '2.0' with questions without an answer)
+  fine-tuned on `train`, selected on `held_out` (scored as `split`, with `facts` about it)
+  by F1 (2.0: F1 at the best no-answer threshold): (finetuner, selection, report).
+  SQuAD's file and your own (`finetune.own_data`) both come here; the selection's outputs
+  are the best epoch's (answers, no-answer margins)."""
+  model = task_models.build(encoder, task_models.SPANS, fresh_head=options.fresh_head)
   window = dict(max_seq_length=options.max_seq_length, doc_stride=options.doc_stride,
                 max_query_length=options.max_query_length)
   arrays = encoder.fit_inputs(squad.convert_examples(train, tokenizer, training=True, **window))
@@ -239,60 +260,45 @@ def run_squad(task_name: str, encoder: encoders.Encoder, tokenizer: Tokenizer,
     scores = squad_eval.evaluate(golds, answers, version,
                                  na_scores=margins if version == "2.0" else None,
                                  threshold=options.null_threshold)
-    return {"held_out": {**scores, "questions": len(held_out),
-                         "articles": len({e.article for e in held_out}),
-                         "features": len(features["input_ids"]),
-                         "eval_time_s": time.time() - start}}, (answers, margins)
+    return {split: {**scores, "questions": len(held_out), **(facts or {}),
+                    "features": len(features["input_ids"]),
+                    "eval_time_s": time.time() - start}}, (answers, margins)
 
-  metric = "held_out/f1" if version == "1.1" else "held_out/best_f1"
-  _, chosen, report = _fit_task(model, objectives.SpanExtraction(),
-                                {k: arrays[k] for k in model_keys}, options, evaluate, metric,
-                                f"SQuAD {version}")
+  metric = f"{split}/f1" if version == "1.1" else f"{split}/best_f1"
+  tuner, chosen, report = _fit_task(model, objectives.SpanExtraction(),
+                                    {k: arrays[k] for k in model_keys}, options, evaluate,
+                                    metric, what)
   report["train_questions"] = len(train)
-  logging.info("%s held-out (best epoch): %s", task_name, chosen.scores["held_out"])
-  if options.output_dir:
-    answers, margins = chosen.outputs
-    report["predictions"] = submission.write_squad(
-        _predictions_path(options), answers, margins if version == "2.0" else None)
-  report["skipped"] = {"count": len(skips), "summary": skips.summary()}
-  return report
+  return tuner, chosen, report
 
 
 _NER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _NER_TRAIN = _NER_INPUTS + ("labels", "label_weights")
 
 
-def _ner_data(tokenizer: Tokenizer, options: Options, skips: readers.SkipLog):
+def _conll_sentences(options: Options, skips: readers.SkipLog):
+  """CoNLL-2003's first N training and dev sentences."""
   train = conll.read_sentences(conll.path("train", options.data_dir), skips)
   dev = conll.read_sentences(conll.path("dev", options.data_dir), skips)
-  train, dev = train[:options.max_train_examples], dev[:options.max_eval_examples]
-  convert = lambda s: ner.convert_sentences(s, tokenizer, options.max_seq_length)
-  return train, convert(train), dev, convert(dev)
+  return train[:options.max_train_examples], dev[:options.max_eval_examples]
 
 
-def _ner_scores(tuner, sentences, arrays) -> tuple[dict[str, Any], list[list[str]]]:
+def _ner_scores(tuner, sentences, arrays, labels: tuple[str, ...] = conll.LABELS
+                ) -> tuple[dict[str, Any], list[list[str]]]:
   start = time.time()
   logits = tuner.predict({k: arrays[k] for k in _NER_INPUTS}, ("logits",))["logits"]
-  scores = ner.evaluate(logits, arrays, sentences)
+  scores = ner.evaluate(logits, arrays, sentences, labels)
   return ({**scores, "sentences": len(sentences), "eval_time_s": time.time() - start},
-          ner.word_tags(logits, arrays["first_piece"], sentences))
+          ner.word_tags(logits, arrays["first_piece"], sentences, labels))
 
 
 def run_ner(encoder: encoders.Encoder, tokenizer: Tokenizer, options: Options) -> dict[str, Any]:
   """CoNLL-2003: fine-tune on the first N training sentences, select on dev; the test
   file (public, with gold tags) is scored and predicted with the selected params."""
-  model = task_models.build(encoder, task_models.TOKENS, conll.LABELS,
-                            fresh_head=options.fresh_head)
   skips = readers.SkipLog()
-  train, train_arrays, dev, dev_arrays = _ner_data(tokenizer, options, skips)
-
-  def evaluate(tuner):
-    scores, tags = _ner_scores(tuner, dev, dev_arrays)
-    return {"dev": scores}, tags
-
-  tuner, chosen, report = _fit_task(model, objectives.TokenClassification(),
-                                    {k: train_arrays[k] for k in _NER_TRAIN}, options, evaluate,
-                                    "dev/f1", "CoNLL-2003")
+  train, dev = _conll_sentences(options, skips)
+  tuner, chosen, report, convert = fit_tags(conll.LABELS, train, dev, encoder, tokenizer,
+                                            options, "CoNLL-2003")
   logging.info("conll2003 dev (best epoch): f1=%.4f", chosen.scores["dev"]["f1"])
   written = []
   if options.output_dir:
@@ -301,8 +307,7 @@ def run_ner(encoder: encoders.Encoder, tokenizer: Tokenizer, options: Options) -
   test_path = conll.path("test", options.data_dir)
   if options.predict_test and os.path.exists(test_path):
     test = conll.read_sentences(test_path, skips)[:options.max_eval_examples]
-    scores, tags = _ner_scores(tuner, test, ner.convert_sentences(test, tokenizer,
-                                                                  options.max_seq_length))
+    scores, tags = _ner_scores(tuner, test, convert(test))
     report["eval"]["test"] = scores
     if options.output_dir:
       written.append(submission.write_conll(_predictions_path(options, "conll2003_test.txt"),
@@ -311,6 +316,27 @@ def run_ner(encoder: encoders.Encoder, tokenizer: Tokenizer, options: Options) -
     report["predictions"] = written
   report["skipped"] = {"count": len(skips), "summary": skips.summary()}
   return report
+
+
+def fit_tags(labels: tuple[str, ...], train: list[conll.Sentence], dev: list[conll.Sentence],
+             encoder: encoders.Encoder, tokenizer: Tokenizer, options: Options, what: str):
+  """Token classification over `labels` (entity tags: O, B-/I-/E-/S-<type>) fine-tuned on
+  `train`, selected on `dev` by conlleval's entity F1: (finetuner, selection, report, the
+  sentences -> inputs converter). CoNLL-2003's files and your own (`finetune.own_data`) both
+  come here; the selection's outputs are the best epoch's dev word tags."""
+  model = task_models.build(encoder, task_models.TOKENS, labels, fresh_head=options.fresh_head)
+  convert = lambda sentences: ner.convert_sentences(sentences, tokenizer,
+                                                    options.max_seq_length, labels)
+  train_arrays, dev_arrays = convert(train), convert(dev)
+
+  def evaluate(tuner):
+    scores, tags = _ner_scores(tuner, dev, dev_arrays, labels)
+    return {"dev": scores}, tags
+
+  tuner, chosen, report = _fit_task(model, objectives.TokenClassification(),
+                                    {k: train_arrays[k] for k in _NER_TRAIN}, options, evaluate,
+                                    "dev/f1", what)
+  return tuner, chosen, report, convert
 
 
 def run_feature_based(encoder: encoders.Encoder, tokenizer: Tokenizer, options: Options,
@@ -322,7 +348,9 @@ def run_feature_based(encoder: encoders.Encoder, tokenizer: Tokenizer, options: 
   modes = feature_based.MODES if mode == "all" else (mode,)
   encoder = encoders.base_encoder(encoder)
   skips = readers.SkipLog()
-  train, train_arrays, dev, dev_arrays = _ner_data(tokenizer, options, skips)
+  train, dev = _conll_sentences(options, skips)
+  train_arrays, dev_arrays = (ner.convert_sentences(s, tokenizer, options.max_seq_length)
+                              for s in (train, dev))
   start = time.time()
   states = {name: feature_based.extract(encoder.module, encoder.params, arrays,
                                         options.finetune.eval_batch_size)
