@@ -211,14 +211,16 @@ def _score(times: dict) -> Scored:
     teacher = Teacher.from_finetune_run(FLAGS.teacher, FLAGS.teacher_checkpoint)
     log(f"teacher: {teacher.description}")
     scored.teacher_dev_logits = teacher.logits(transfer.build(dev).texts,
-                                               FLAGS.teacher_batch_size)
+                                               FLAGS.teacher_batch_size, None,
+                                               f"teacher on {dev_split}")
     scored.teacher = {"description": teacher.description,
                       "params": cli.count_params(teacher.params),
                       dev_split: glue_eval.evaluate(task, scored.teacher_dev_logits,
                                                     [e.label for e in dev])}
     if FLAGS.targets == "teacher":
       scored.examples = transfer.with_teacher(
-          examples, teacher.logits(examples.texts, FLAGS.teacher_batch_size))
+          examples, teacher.logits(examples.texts, FLAGS.teacher_batch_size, None,
+                                   "teacher on the transfer set"))
     times["teacher_s"] = time.time() - began
     log(f"teacher scored {len(examples) if FLAGS.targets == 'teacher' else 0} transfer and "
         f"{len(dev)} dev examples in {times['teacher_s']:.0f}s; teacher dev: "
@@ -335,7 +337,7 @@ def run() -> dict:
   tuner = loop.Finetuner(student.module, objective, arrays, finetune, steps)
   with _training_dir() as directory:
     chosen = selection.fit(tuner, arrays, steps, evaluate, f"{dev_split}/{task.metrics[0]}",
-                           directory, tensorboard=bool(FLAGS.out))
+                           directory, tensorboard=bool(FLAGS.out), desc="distill")
   times["train_s"] = time.time() - began
   student.params = jax.device_get(tuner.params)
   log(f"student best epoch {chosen.best}: {chosen.scores}")

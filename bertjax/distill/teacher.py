@@ -17,7 +17,7 @@ import numpy as np
 from flax import traverse_util
 from gin import config_parser
 
-from bertjax import batch as contract
+from bertjax import batch as contract, progress
 from bertjax.checkpoints import encoders, load_params
 from bertjax.checkpoints.formats import open_model
 from bertjax.evaluation import glue as glue_eval
@@ -102,13 +102,21 @@ class Teacher:
     arrays = glue.convert_examples(examples, self.tokenizer, self.max_seq_length)
     return self.encoder.fit_inputs(contract.select(arrays, contract.ENCODER_INPUTS))
 
-  def logits(self, texts: Sequence[Sequence[str]], batch_size: int = 64) -> np.ndarray:
-    """[N, num_labels] float32 logits, in order."""
+  def logits(self, texts: Sequence[Sequence[str]], batch_size: int = 64,
+             show_progress: bool | None = False, what: str = "teacher") -> np.ndarray:
+    """[N, num_labels] float32 logits, in order; with `show_progress` a bar (named `what`)
+    counts the texts scored (None: when stderr is a terminal)."""
     if not texts:
       return np.zeros((0, self.task.num_labels), np.float32)
-    return loop.predict(self.module, self.params, self.arrays(texts), ("logits",),
-                        lambda b: contract.select(b, contract.ENCODER_INPUTS),
-                        batch_size)["logits"]
+    bar = progress.Progress(len(texts), desc=what, unit="text", show=show_progress)
+    try:
+      with bar.phase("tokenizing"):
+        arrays = self.arrays(texts)
+      return loop.predict(self.module, self.params, arrays, ("logits",),
+                          lambda b: contract.select(b, contract.ENCODER_INPUTS), batch_size,
+                          on_batch=lambda rows: bar.advance(bar.done + rows))["logits"]
+    finally:
+      bar.close()
 
 
 def _check_params(module: nn.Module, params: Any, run_dir: str) -> None:

@@ -245,8 +245,10 @@ class Finetuner:
 
 def predict(module: nn.Module, params: Any, arrays: Arrays, output_keys: tuple[str, ...],
             model_inputs: Callable, batch_size: int, cache: dict | None = None,
-            untrim: bool = True, **apply_kwargs) -> dict[str, np.ndarray]:
-  """Deterministic forward passes over all rows of `arrays` in fixed-size batches.
+            untrim: bool = True, on_batch: Callable[[int], None] | None = None,
+            **apply_kwargs) -> dict[str, np.ndarray]:
+  """Deterministic forward passes over all rows of `arrays` in fixed-size batches
+  (`on_batch(rows)` after each, once its outputs are on the host: a progress bar).
 
   The last batch is filled up by repeating its first row (never an all-padding row,
   whose fully masked attention is degenerate) and the extra outputs are dropped.
@@ -280,6 +282,8 @@ def predict(module: nn.Module, params: Any, arrays: Arrays, output_keys: tuple[s
       if untrim:
         value = _untrim(value, batch["attention_mask"], full_length)
       chunks[k].append(value[:real])
+    if on_batch is not None:
+      on_batch(real)
   inverse = np.argsort(order)
   return {k: np.concatenate(v)[inverse] if v else np.zeros((0,)) for k, v in chunks.items()}
 

@@ -53,7 +53,7 @@ class Selection:
 
 def fit(tuner: loop.Finetuner, arrays: loop.Arrays, num_steps: int, evaluate: Evaluate,
         metric: str, directory: str, each_epoch: bool = True,
-        tensorboard: bool = True, loss_curve: bool = False) -> Selection:
+        tensorboard: bool = True, loss_curve: bool = False, desc: str = "finetune") -> Selection:
   """Trains `num_steps`, evaluating after every epoch (or only at the end), and leaves
   the best evaluated params (by `metric` = "split/name", higher is better) in `tuner`.
 
@@ -61,7 +61,7 @@ def fit(tuner: loop.Finetuner, arrays: loop.Arrays, num_steps: int, evaluate: Ev
   `state/params`), `metrics.jsonl` (the `train` rows every `log_every` steps and one
   row per evaluated split and epoch), with `tensorboard` their event files and with
   `loss_curve` the training loss drawn (`loss_curve.png`). A progress bar
-  (`FinetuneConfig.show_progress`) counts the steps and names the evaluations. A
+  (`FinetuneConfig.show_progress`, named `desc`) counts the steps and names the evaluations. A
   non-finite step stops training (NonFiniteLossError) before that epoch is evaluated,
   unless the config skips such updates.
   """
@@ -77,7 +77,7 @@ def fit(tuner: loop.Finetuner, arrays: loop.Arrays, num_steps: int, evaluate: Ev
                                      keep_best=1, async_save=False)
   writer = train_metrics.MetricsWriter(directory, num_steps,
                                        show_progress=tuner.config.show_progress,
-                                       tensorboard=tensorboard, desc="finetune")
+                                       tensorboard=tensorboard, desc=desc)
   epochs: list[dict[str, Any]] = []
   best: dict[str, Any] = {}
   kept = {}

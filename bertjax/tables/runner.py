@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Callable, Optional
 
-from bertjax import output_paths, paths
+from bertjax import output_paths, paths, progress
 from bertjax.tables.grid import RECORDS, Cell, atomic_json
 
 LOG, ATTEMPTS = output_paths.RUNNER_FILES  # beside the cell's output, which may claim it
@@ -169,7 +169,8 @@ def run(all_cells: list[Cell], log: Callable[[str], None] = print,
         execute: Callable[..., object] = run_command,
         on_done: Callable[[Cell], None] = lambda cell: None,
         table_out: Optional[str] = None,
-        deadline: Optional[float] = None, workers: int = 1) -> dict[str, list[str]]:
+        deadline: Optional[float] = None, workers: int = 1,
+        show_progress: Optional[bool] = None) -> dict[str, list[str]]:
   """Runs every cell not yet done whose prerequisites are done, calling `on_done(cell)`
   after each success (each done-marker records the cell's recipe when the table's folder
   `table_out` is given). With a `deadline` (a `time.time()`), no cell starts after it and
@@ -195,13 +196,18 @@ def run(all_cells: list[Cell], log: Callable[[str], None] = print,
   unfinished = set()  # keys of this sitting's cells that failed, were blocked or ran out of time
   free = cpu_slots(workers)
   running = {}        # future -> (cell, its slot of cores)
+  bar = progress.Progress(len(all_cells), len(status["skipped"]), "cells", "cell", show_progress)
+
+  def say(message: str) -> None:
+    with bar.above():
+      log(message)
 
   def end(cell: Cell, outcome: str) -> None:
     status[outcome].append(cell.key)
     if outcome != "ran":
       unfinished.add(cell.key)
 
-  with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+  with bar, concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
     while pending or running:
       for cell in list(pending):
         if unfinished.intersection(cell.needs):
@@ -214,14 +220,15 @@ def run(all_cells: list[Cell], log: Callable[[str], None] = print,
           break  # no cores for it yet; the cells after it wait too, keeping the order
         else:
           slot = free.pop(0)
-          log(f"running {cell.key}")
+          say(f"running {cell.key}")
           left = None if deadline is None else deadline - time.time()
           cores = None if cell.alone else slot  # alone, it may use every core
-          running[pool.submit(run_cell, cell, log, execute, table_out, left, cores)] = (cell,
+          running[pool.submit(run_cell, cell, say, execute, table_out, left, cores)] = (cell,
                                                                                         slot)
         pending.remove(cell)
       if not running:
         continue
+      bar.running(", ".join(c.key for c, _ in running.values()))
       finished, _ = concurrent.futures.wait(running,
                                             return_when=concurrent.futures.FIRST_COMPLETED)
       for future in finished:
@@ -230,5 +237,6 @@ def run(all_cells: list[Cell], log: Callable[[str], None] = print,
         outcome = future.result()
         end(cell, outcome)
         if outcome == "ran":
+          bar.advance(bar.done + 1)
           on_done(cell)
   return status

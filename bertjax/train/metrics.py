@@ -6,15 +6,15 @@ Only process 0 writes (on a pod every host computes the same global metrics).
 `metrics.jsonl` in model_dir is append-only across restarts, so the loss curve drawn
 at the end of a resumed run covers the whole run.
 """
-import contextlib
 import json
 import os
-import sys
 import time
 from typing import Any, Mapping
 
 import jax
 import numpy as np
+
+from bertjax import progress
 
 METRICS_FILE = "metrics.jsonl"
 CURVE_FILE = "loss_curve.png"
@@ -44,7 +44,8 @@ def format_scalars(scalars: Mapping[str, Any]) -> str:
 
 
 class MetricsWriter:
-  """TensorBoard event files (one folder per split), metrics.jsonl, and a tqdm progress bar.
+  """TensorBoard event files (one folder per split), metrics.jsonl, and a progress bar
+  (`bertjax.progress`).
 
   With `model_dir=None` nothing is written to disk (only `print` and the bar work);
   `tensorboard=False` keeps metrics.jsonl but skips the event files (and TensorFlow).
@@ -60,20 +61,14 @@ class MetricsWriter:
     self.model_dir = model_dir
     self.tensorboard = tensorboard
     self._writers = {}
-    self._bar = None
     self._jsonl = None
+    self._progress = progress.Progress(0, show=False)
     if not self.enabled:
       return
     if model_dir is not None:
       os.makedirs(model_dir, exist_ok=True)
       self._jsonl = open(os.path.join(model_dir, METRICS_FILE), "a")
-    self._desc = desc
-    if show_progress is None:
-      show_progress = sys.stderr.isatty()
-    if show_progress:
-      import tqdm  # Local: only the writing process needs it.
-      self._bar = tqdm.tqdm(total=total_steps, initial=start_step, desc=desc,
-                            unit="step", dynamic_ncols=True, smoothing=0.1)
+    self._progress = progress.Progress(total_steps, start_step, desc, "step", show_progress)
 
   def _tb(self, split: str):
     if split not in self._writers:
@@ -97,39 +92,21 @@ class MetricsWriter:
 
   def advance(self, step: int, postfix: Mapping[str, float] | None = None) -> None:
     """Moves the progress bar to `step` (its ETA comes from the step rate)."""
-    if self._bar is None or step < self._bar.n:
-      return
-    self._bar.update(step - self._bar.n)
-    if postfix:
-      self._bar.set_postfix({k: f"{v:.4g}" for k, v in postfix.items()}, refresh=False)
+    self._progress.advance(step, postfix)
 
-  @contextlib.contextmanager
   def phase(self, name: str):
     """Names what runs meanwhile on the bar ("train (compiling)"); its time is left out
     of the bar's step rate and ETA. Without a bar it does nothing."""
-    if self._bar is None:
-      yield
-      return
-    self._bar.set_description_str(f"{self._desc} ({name})", refresh=True)
-    try:
-      yield
-    finally:
-      self._bar.set_description_str(self._desc, refresh=False)
-      self._bar.unpause()  # the next step's rate starts now
+    return self._progress.phase(name)
 
   def print(self, message: str) -> None:
-    if not self.enabled:
-      return
-    if self._bar is not None:
-      self._bar.write(message)
-    else:
-      print(message, flush=True)
+    if self.enabled:
+      self._progress.print(message)
 
   def close(self) -> None:
     if not self.enabled:
       return
-    if self._bar is not None:
-      self._bar.close()
+    self._progress.close()
     for writer in self._writers.values():
       writer.close()
     if self._jsonl is not None:
