@@ -13,7 +13,7 @@ import torch
 import transformers
 
 from bertjax.checkpoints.formats import open_model
-from bertjax.evaluation import conll
+from bertjax.evaluation import conll, glue as glue_eval
 from bertjax.finetune import loop, pipelines, run, task_models
 from bertjax.finetune.tokenization import WordPiece
 from bertjax.tools import convert
@@ -158,6 +158,25 @@ def test_a_head_continues_on_its_labels_in_the_tasks_order(tmp_path):
   ids = np.array([[2, 5, 6, 7, 3, 8, 7, 3]])
   logits = task.module.apply({"params": task.start}, input_ids=ids)["logits"]
   np.testing.assert_allclose(logits, model(input_ids=ids)["logits"][:, ::-1], atol=TOL)
+
+
+def test_a_head_whose_labels_the_data_spells_continues_on_them(tmp_path):
+  """A classifier fine-tuned on SST-2's own files names its labels as the data spells them,
+  "0" / "1" (here also the other way round); GLUE's SST-2 run names them negative /
+  positive and continues that head with each output on its class (`label_values`)."""
+  sst2 = glue_eval.get_task("sst2")
+  ids = np.array([[2, 5, 6, 7, 3, 8, 7, 3]])
+  for id2label, order in (({0: "0", 1: "1"}, [0, 1]), ({0: "1", 1: "0"}, [1, 0])):
+    model = open_model(_tiny_hf(tmp_path / id2label[0], "BertForSequenceClassification",
+                                id2label=id2label))
+    task = task_models.build(model, task_models.SEQUENCE, sst2.names, label_values=sst2.labels)
+    assert task.description == "BertForSequenceClassification (continued head)"
+    assert task.config.labels == ("negative", "positive")
+    logits = task.module.apply({"params": task.start}, input_ids=ids)["logits"]
+    np.testing.assert_allclose(logits, model(input_ids=ids)["logits"][:, order], atol=TOL)
+  with pytest.raises(ValueError, match=r"predicts 2 labels \['1', '0'\], but this task needs 2 "
+                                       r"labels \['negative', 'positive'\].*--fresh_head"):
+    task_models.build(model, task_models.SEQUENCE, sst2.names)  # values not given: refused
   assert "head" not in task_models.build(model, task_models.SEQUENCE, NLI,
                                          fresh_head=True).start
 
