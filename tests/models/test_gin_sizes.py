@@ -1,7 +1,7 @@
 """Every family has tiny / mini / small gin files (gin/models/<family>_<size>.gin), each
 saying where the family publishes no such size, and each builds a model that runs on a
-batch (abstractly: `jax.eval_shape` of init + forward, so no weights are made and nothing
-compiles; the families' own tests run their modules for real)."""
+batch (abstractly: `jax.eval_shape` of its init, which runs the forward pass, so no weights
+are made and nothing compiles; the families' own tests run their modules for real)."""
 import inspect
 
 import gin
@@ -70,11 +70,7 @@ def test_size_builds_and_runs_on_a_batch(name):
   config = getattr(model, "config", None) or model.student.config
   inputs = _inputs(model, config.vocab_size)
 
-  def forward(rng):
-    variables = model.init(rng, **inputs)
-    return model.apply(variables, **inputs)
-
-  out = jax.eval_shape(forward, jax.random.key(0))
+  out, _ = jax.eval_shape(lambda rng: model.init_with_output(rng, **inputs), jax.random.key(0))
   logits = out[next(k for k in LOGITS if k in out)]
   assert logits.shape[:2] == (BATCH, LENGTH) and logits.shape[-1] == config.vocab_size, (
       name, logits.shape)
