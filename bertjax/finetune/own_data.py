@@ -91,6 +91,10 @@ def fine_tune(model: str, kind: str, train: str, dev: str, *, text: str | None =
     raise ValueError(f"kind={kind!r}: use one of {KINDS}.")
   if labels is not None and kind in ("regression", "question_answering"):
     raise ValueError(f"labels={labels!r}: a {kind} model has no labels to name.")
+  if labels is not None and (len(set(labels)) != len(labels) or len(labels) < 2):
+    raise ValueError(f"labels={list(labels)}: give two labels or more, each once.")
+  if text_pair is not None and kind == "token_classification":
+    raise ValueError(f"text_pair={text_pair!r}: tagging reads one sentence's tokens a row.")
   defaults = dict(zip(("text", "text_pair", "label"), FIELDS[kind]))
   fields = {"text": text or defaults["text"], "text_pair": text_pair or defaults.get("text_pair"),
             "label": label or defaults["label"]}
@@ -113,10 +117,13 @@ def _predictions(options: pipelines.Options, name: str = "") -> str:
   return os.path.join(options.output_dir, pipelines.PREDICTIONS_DIR, name)
 
 
-def _label_order(found: set[str], given: tuple[str, ...] | None, train: str,
-                 field: str) -> tuple[str, ...]:
-  """`given`, else the labels found, sorted ('O' first, as CoNLL lists it)."""
-  labels = given or tuple(sorted(found, key=lambda v: (v != "O", v)))
+def _label_order(found: set[str], given: tuple[str, ...] | None, train: str, field: str,
+                 outside_first: bool = False) -> tuple[str, ...]:
+  """`given`, else the labels found, sorted (with `outside_first`, tagging's 'O' first, as
+  CoNLL lists it)."""
+  if given is not None:
+    return given
+  labels = tuple(sorted(found, key=lambda v: (not outside_first or v != "O", v)))
   if len(labels) < 2:
     raise ValueError(f"{train}: every row's {field!r} is {labels[0]!r}; a classifier needs "
                      "two labels or more.")
@@ -158,7 +165,8 @@ def _read_tags(train: str, dev: str, kind: str, fields: dict, given, options, sk
   tokens, tags = fields["text"], fields["label"]
   train_sentences = own_files.read_sentences(train, tokens, tags, skips, given,
                                              options.max_train_examples)
-  labels = _label_order({t for s in train_sentences for t in s.tags}, given, train, tags)
+  labels = _label_order({t for s in train_sentences for t in s.tags}, given, train, tags,
+                        outside_first=True)
   dev_sentences = own_files.read_sentences(dev, tokens, tags, skips, labels,
                                            options.max_eval_examples)
   return labels, train_sentences, dev_sentences

@@ -195,7 +195,10 @@ def test_bad_tag_and_question_files_are_named(bert_dir, tmp_path):
   tags.write_text("John PER\nsleeps O\n\nMary B-PER\n")
   with pytest.raises(ValueError, match=r"tags\.conll: all 2 sentences were rejected .*line 1: "
                                        r"tag 'PER' is not one of the entity tags"):
-    bertjax.fine_tune(bert_dir, "token_classification", str(tags), str(tags), labels=["O"])
+    bertjax.fine_tune(bert_dir, "token_classification", str(tags), str(tags),
+                      labels=["O", "B-LOC"])
+  with pytest.raises(ValueError, match=r"labels=\['O', 'O'\]: give two labels or more, each "):
+    bertjax.fine_tune(bert_dir, "token_classification", str(tags), str(tags), labels=["O", "O"])
   tags.write_text("John B-PER\nMary\n")
   with pytest.raises(ValueError, match=r"line 2: a line needs the token and its tag \(found "
                                        r"'Mary'\); sentence skipped. Put the tag in the last"):
