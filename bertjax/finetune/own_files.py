@@ -40,7 +40,7 @@ def read_sentences(path: str, tokens: str, tags: str, skips: readers.SkipLog,
     if bad:
       skips.skip(path, line, f"tag {bad[0]!r} is not one of the {TAG_FORM}")
     elif unknown:
-      skips.skip(path, line, f"tag {unknown[0]!r} is not one of the training tags {labels}")
+      skips.skip(path, line, f"tag {unknown[0]!r} is not one of the model's tags {labels}")
     else:
       sentences.append(conll.Sentence(tuple(words), tuple(sentence_tags), f"{path}:{line}"))
       if limit and len(sentences) >= limit:

@@ -137,7 +137,7 @@ def test_tagged_tokens_give_the_conll_run(bert_dir, tmp_path):
                           str(tmp_path / "dev.jsonl"), text="words", label="ner",
                           output_dir=str(tmp_path / "jsonl"), **SETTINGS)
   assert own["eval"]["dev"]["sentences"] == 12 and own["skipped"]["count"] == 1
-  assert "'B-ANIMAL' is not one of the training tags" in own["skipped"]["summary"]
+  assert "'B-ANIMAL' is not one of the model's tags" in own["skipped"]["summary"]
   labels = tuple(open_model(str(tmp_path / "jsonl")).config.labels)
   assert labels == ("O", "B-LOC", "B-MISC", "B-PER", "I-LOC")  # the files' own, sorted
   tags = bertjax.pipeline("token-classification", str(tmp_path / "jsonl"))("a man sleeps .")
