@@ -146,9 +146,14 @@ def ours_inference(model_dir: str, sentences: list[str], batch_size: int,
 
 # ----------------------------------------------------------------------------- theirs
 def _torch():
+  """torch on TORCH_THREADS threads, seeded; transformers without progress bars and
+  load reports."""
   import torch
+  import transformers
   torch.set_num_threads(TORCH_THREADS)
   torch.manual_seed(0)
+  transformers.logging.set_verbosity_error()
+  transformers.logging.disable_progress_bar()
   return torch
 
 

@@ -31,7 +31,11 @@ TINY = {"python benchmarks/side_by_side.py": [
             "--case=bert-mini", "--tiny", "--steps=1", "--top=5", "--batch_size=8",
             "--sequence_length=16"],
         "python benchmarks/gpu_step.py": [
-            "--tiny", "--rounds=1", "--steps=1", "--batch_size=8", "--sequence_length=16"]}
+            "--tiny", "--rounds=1", "--steps=1", "--batch_size=8", "--sequence_length=16"],
+        "python benchmarks/finetune_vs_transformers.py": [
+            "--model=tiny-random", "--tasks=sst2", "--rows=16", "--eval_rows=16", "--epochs=1",
+            "--batch_size=8", "--max_seq_length=16", "--skip_steps=1", "--log_every=1",
+            "--inference_rows=8"]}
 
 
 def _readme_args(module: str) -> list[str]:
@@ -148,10 +152,9 @@ def test_finetune_vs_transformers_runs_both_sides_on_the_same_rows_and_steps(tmp
 
   monkeypatch.setattr(finetune_vs_transformers, "run_process", run_process)
   out = tmp_path / "finetune.md"
-  finetune_vs_transformers.main([
-      "--model=tiny-random", "--tasks=sst2", "--rows=16", "--eval_rows=16", "--batch_size=8",
-      "--max_seq_length=16", "--skip_steps=1", "--log_every=1", "--inference_rows=8",
-      f"--work_dir={tmp_path}", f"--out={out}"])
+  command = "python benchmarks/finetune_vs_transformers.py"
+  finetune_vs_transformers.main(_readme_args(command) + TINY[command]
+                                + [f"--work_dir={tmp_path}", f"--out={out}"])
   table = out.read_text()
   rows = [l.strip("| ").split(" | ") for l in table.splitlines() if l.startswith("| sst2 ")]
   assert [r[1] for r in rows] == ["transformers", "bertjax"], table
