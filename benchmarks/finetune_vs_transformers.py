@@ -2,7 +2,8 @@ r"""Whole fine-tunings, bertjax next to transformers' Trainer, on this machine.
 
   python benchmarks/finetune_vs_transformers.py                  # tiny: SST-2, 64 rows, 1 epoch
   python benchmarks/finetune_vs_transformers.py --tasks=sst2,mrpc,conll2003,stsb \
-      --rows=sst2:8000 --epochs=3 --inference_rows=0             # the full run
+      --rows=sst2:8000 --epochs=3 --out=benchmarks/results/finetune_vs_transformers.md
+                                                 # the full run (docs/scale_out.md)
 
 Each fine-tuning is its own process, so start-up, data reading, tokenization and
 compilation are inside its wall time: ours is `bertjax.finetune.run.run` (the Python API
@@ -30,8 +31,9 @@ Inference (`--inference_rows`, 0 = all SST-2 dev sentences): `bertjax.pipeline` 
 transformers' `pipeline("text-classification")`, one process each, on one folder holding
 the model with a fresh 2-label head; examples/s after a warm-up call on one batch.
 
-Results go to stdout and `--out` (markdown). Timings mean something only on an otherwise
-idle machine.
+Results go to stdout and, with `--out`, to a markdown file (the full run's:
+benchmarks/results/finetune_vs_transformers.md). Timings mean something only on an
+otherwise idle machine.
 """
 import argparse
 import dataclasses
@@ -45,7 +47,6 @@ import tempfile
 import time
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO / "benchmarks" / "results" / "finetune_vs_transformers.md"
 TASKS = ("sst2", "mrpc", "conll2003", "stsb")
 MODELS = ("minilm", "bert-base-random", "tiny-random")
 TORCH_THREADS = 2
@@ -395,7 +396,8 @@ def make_parser() -> argparse.ArgumentParser:
   parser.add_argument("--data_dir", default=None, help="default: bertjax.paths.data_dir()")
   parser.add_argument("--work_dir", default=None, help="logs and model folders (default: a "
                       "temporary folder)")
-  parser.add_argument("--out", default=str(DEFAULT_OUT), help="the markdown results file")
+  parser.add_argument("--out", default=None, help="also write the report (markdown) here, e.g. "
+                      "benchmarks/results/finetune_vs_transformers.md")
   return parser
 
 
@@ -465,7 +467,7 @@ def compare(args, tasks: list[str], work_dir: pathlib.Path) -> list[str]:
 
 def argv_of(args) -> list[str]:
   """The flags that reproduce this run (the defaults left out)."""
-  skip = {"worker", "spec", "result", "work_dir", "out"}
+  skip = {"worker", "spec", "result", "work_dir"}
   defaults = vars(make_parser().parse_args([]))
   return [f"--{k}={v}" for k, v in vars(args).items() if k not in skip and v != defaults[k]]
 
