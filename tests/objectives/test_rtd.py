@@ -275,3 +275,35 @@ def test_no_gradient_through_sampling_at_gathered_positions():
   grads = jax.jit(jax.grad(disc_term))(params)
   assert _norm(grads["generator"]) == 0.0 and _norm(grads["generator_head"]) == 0.0
   assert _norm(grads["discriminator"]) > 0
+
+
+def test_packed_examples_do_not_attend_across_each_other():
+  """The electra recipe packs (EncoderFeatureConverter): two examples in one row, told apart
+  by segment_ids with positions restarting, give what each gives alone through the
+  objective's model inputs (nothing masked, so nothing is replaced)."""
+  model, params = _model_and_params()
+  rng = np.random.default_rng(0)
+  a, b = rng.integers(5, tl.VOCAB, 6), rng.integers(5, tl.VOCAB, 7)
+
+  def rows(*examples):
+    out = {k: np.zeros((1, 16), np.int32) for k in
+           ("input_ids", "attention_mask", "token_type_ids", "position_ids", "segment_ids",
+            "mlm_targets")}
+    start = 0
+    for segment, ids in enumerate(examples, 1):
+      span = slice(start, start + len(ids))
+      out["input_ids"][0, span], out["segment_ids"][0, span] = ids, segment
+      out["position_ids"][0, span], out["attention_mask"][0, span] = np.arange(len(ids)), 1
+      start += len(ids)
+    out["mlm_weights"] = np.zeros((1, 16), np.float32)
+    return out
+
+  def logits(batch):
+    inputs = rtd.ReplacedTokenDetection().model_inputs(batch)
+    assert {"segment_ids", "position_ids"} <= set(inputs)
+    return np.asarray(model.apply({"params": params}, **inputs,
+                                  rngs={"sample": jax.random.PRNGKey(0)})["discriminator_logits"])
+
+  packed = logits(rows(a, b))[0]
+  np.testing.assert_allclose(packed[:6], logits(rows(a))[0, :6], atol=1e-5)
+  np.testing.assert_allclose(packed[6:13], logits(rows(b))[0, :7], atol=1e-5)

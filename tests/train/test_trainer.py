@@ -198,3 +198,52 @@ def test_prng_impl_rbg_trains_resumes_and_other_names_are_refused(tmp_path):
     _run(tmp_path / "bad", "Trainer.prng_impl = 'philox'")
   _run(tmp_path / "default", "Trainer.num_train_steps = 1")
   assert jax.random.key_data(jax.random.key(0)).shape == (2,)
+
+
+class _PackedRows(tl.SyntheticMlmNsp):
+  """SyntheticMlmNsp laid out as packed rows: two examples per row (segment ids 1 and 2,
+  positions restarting), and batch i leaves the last `EMPTY[i % 4]` slots of every row
+  empty (segment 0)."""
+  EMPTY = (1, 2, 3, 4)
+
+  def __iter__(self):
+    for i, batch in enumerate(super().__iter__()):
+      length = self.length - self.EMPTY[i % 4]
+      half = length // 2
+      segments = np.zeros((self.batch_size, self.length), np.int32)
+      segments[:, :half], segments[:, half:length] = 1, 2
+      real = segments > 0
+      positions = np.concatenate([np.arange(half), np.arange(self.length - half)])
+      batch.update(segment_ids=segments, attention_mask=real.astype(np.int32),
+                   position_ids=np.where(real, positions, 0).astype(np.int32),
+                   input_ids=np.where(real, batch["input_ids"], 0),
+                   mlm_weights=np.where(real, batch["mlm_weights"], 0))
+      yield batch
+
+
+def test_train_rows_report_packing_efficiency_as_real_tokens_over_slots(tmp_path):
+  tl.configure("Trainer.num_train_steps = 6", "Trainer.log_every = 3",
+               "Trainer.checkpoint_every = 6")
+  trainer.Trainer(model_dir=str(tmp_path), data_fn=_PackedRows).run("train")
+  rows = tl.metrics(tmp_path)
+  slots = 8 * 16  # batch x sequence_length
+  # Each row covers 3 steps: real tokens over slots of batches 0-2, then 3-5.
+  real = [8 * (16 - _PackedRows.EMPTY[i % 4]) for i in range(6)]
+  assert [r["step"] for r in rows] == [3, 6]
+  assert [r["packing_efficiency"] for r in rows] == pytest.approx(
+      [sum(real[:3]) / (3 * slots), sum(real[3:]) / (3 * slots)])
+
+
+def test_fill_metrics_count_each_mask_s_real_tokens_and_slots():
+  from bertjax.train import step as train_step
+  mask = np.array([[1, 1, 1, 0], [1, 0, 0, 0]])
+  targets = np.array([[1, 1, 0], [1, 1, 1]])
+  fill = train_step.fill_metrics({"attention_mask": mask, "decoder_attention_mask": targets,
+                                  "segment_ids": np.ones((2, 4))})
+  assert {k: tuple(map(float, v)) for k, v in fill.items()} == {
+      "packing_efficiency": (4.0, 8.0), "decoder_packing_efficiency": (5.0, 6.0)}
+  # Without an attention_mask, segment ids (0 = padding) tell the real tokens.
+  segments = np.array([[1, 1, 2, 0], [1, 2, 3, 3]])
+  assert tuple(map(float, train_step.fill_metrics({"segment_ids": segments})[
+      "packing_efficiency"])) == (7.0, 8.0)
+  assert train_step.fill_metrics({"input_ids": segments}) == {}
