@@ -2,7 +2,7 @@
 
 - `open_model(path, tokenizer_dir=None)`: a model from any folder on disk (a `python -m
   bertjax.convert` output, a Hugging Face or sentence-transformers folder, a `python -m
-  bertjax.main` model_dir) as an `OpenedModel`: family, architecture, config, module,
+  bertjax.main` model_dir) as an `HFModel`: family, architecture, config, module,
   params, `tokenizer_dir` and a one-line `description`; callable like `from_hf`'s models.
   `bertjax.checkpoints.encoders.base_encoder` cuts its bare encoder out for task heads.
 - `from_hf(path)` / `to_hf(model, path)`: Hugging Face model folders <-> runnable models.
@@ -21,11 +21,10 @@ __version__ = "0.1.0"
 _quiet.native_start()  # a command's start-up without TensorFlow's native lines (bertjax.quiet)
 
 _LAZY = {
-    "from_hf": ("bertjax.hf.model", "from_hf"),
-    "to_hf": ("bertjax.hf.model", "to_hf"),
-    "HFModel": ("bertjax.hf.model", "HFModel"),
+    "from_hf": ("bertjax.checkpoints.model", "from_hf"),
+    "to_hf": ("bertjax.checkpoints.model", "to_hf"),
+    "HFModel": ("bertjax.checkpoints.model", "HFModel"),
     "open_model": ("bertjax.checkpoints.formats", "open_model"),
-    "OpenedModel": ("bertjax.checkpoints.opened", "OpenedModel"),
     "vocab_from_hf": ("bertjax.data.hf_vocabulary", "vocab_from_hf"),
     "pipeline": ("bertjax.predict", "pipeline"),
     "fine_tune": ("bertjax.finetune.own_data", "fine_tune"),

@@ -71,7 +71,7 @@ FEATURES = {
     # ELMo's bidirectional LM. Written by the `bilm` recipe (data.recipes.bilm), read by
     # objectives.bilm (targets) and models.elmo (char_ids); input_ids hold the word ids.
     "char_ids": Feature("int32", 2, "[L, C] each word's character ids "
-                                    "(models.elmo.characters; 0 = padding word)"),
+                                    "(bertjax.characters; 0 = padding word)"),
     "forward_targets": Feature("int32", 1, "the next word's id, 0 = none"),
     "backward_targets": Feature("int32", 1, "the previous word's id, 0 = none"),
     # SBERT (bertjax.sbert.data writes, bertjax.sbert.losses reads), one per example.

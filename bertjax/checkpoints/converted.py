@@ -16,8 +16,9 @@ import jax
 import jax.numpy as jnp
 
 from bertjax.checkpoints.params import METADATA_FILE, PARAMS_ITEM, load_params, save_params
-from bertjax.hf import files, registry
-from bertjax.hf.model import HFModel
+from bertjax import files
+from bertjax.hf import registry
+from bertjax.checkpoints.model import HFModel
 
 TOKENIZER_FILES = files.TOKENIZER_FILES  # copied alongside the weights
 

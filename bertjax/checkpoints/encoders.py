@@ -15,15 +15,14 @@ import jax
 import numpy as np
 from flax import traverse_util
 
-from bertjax.checkpoints.opened import OpenedModel
+from bertjax.checkpoints.model import HFModel, expected_shapes
 from bertjax.hf.family import Family
-from bertjax.hf.model import expected_shapes
 
-# What fine-tuning and SBERT take: an OpenedModel of a bare encoder (base_encoder's result).
-Encoder = OpenedModel
+# What fine-tuning and SBERT take: an HFModel of a bare encoder (base_encoder's result).
+Encoder = HFModel
 
 
-def base_encoder(model: OpenedModel) -> OpenedModel:
+def base_encoder(model: HFModel) -> HFModel:
   """The bare encoder of `model`'s family (e.g. BertModel) with its weights, cut out of
   `model`'s params as host numpy arrays; same tokenizer, origin naming the whole model."""
   family, config = model.family, model.config

@@ -14,13 +14,14 @@
 - a sentence-transformers folder whose modules.json puts the transformer in a subfolder
   (0_Transformer/); newer ones keep it at the top, where it is a Hugging Face folder.
 """
+import dataclasses
 import os
 
 from bertjax.checkpoints import converted, run_model
-from bertjax.checkpoints.opened import OpenedModel
+from bertjax.checkpoints.model import HFModel, from_hf
 from bertjax.checkpoints.params import METADATA_FILE, PARAMS_ITEM
-from bertjax.hf import files, io as hf_io
-from bertjax.hf.model import HFModel, from_hf
+from bertjax import files
+from bertjax.hf import io as hf_io
 
 SENTENCE_MODULES_FILE = "modules.json"
 FORMATS = (f"a converted checkpoint ({PARAMS_ITEM}/ + {METADATA_FILE}, from `python -m "
@@ -33,7 +34,7 @@ FORMATS = (f"a converted checkpoint ({PARAMS_ITEM}/ + {METADATA_FILE}, from `pyt
            "or its checkpoints/ or one step folder)")
 
 
-def open_model(path, tokenizer_dir=None) -> OpenedModel:
+def open_model(path, tokenizer_dir=None) -> HFModel:
   """The model stored at `path`, in any format above.
 
   Its `tokenizer_dir` is `tokenizer_dir` when given, else the folder holding the model's
@@ -50,8 +51,8 @@ def open_model(path, tokenizer_dir=None) -> OpenedModel:
     raise FileNotFoundError(f"tokenizer_dir {os.fspath(tokenizer_dir)!r} is not a folder; give "
                             "the one holding vocab.txt / tokenizer.json.")
   model, origin, files = _read(path)
-  return OpenedModel(model.family, model.architecture, model.config, model.module, model.params,
-                     tokenizer_dir=os.fspath(tokenizer_dir or files), source=path, origin=origin)
+  return dataclasses.replace(model, tokenizer_dir=os.fspath(tokenizer_dir or files),
+                             source=path, origin=origin)
 
 
 def _read(path: str) -> tuple[HFModel, str, str]:

@@ -16,7 +16,7 @@ from bertjax import configurables
 from bertjax.checkpoints import encoders
 from bertjax.checkpoints.params import RUN_SUBDIR, load_params
 from bertjax.hf import registry
-from bertjax.hf.model import HFModel
+from bertjax.checkpoints.model import HFModel
 from bertjax.models import electra, spanbert
 
 RUN_CONFIG_FILE = "config.gin"  # what bertjax.main writes into a model_dir
@@ -151,3 +151,19 @@ def family_for_config(config) -> Any:
   if not matches:
     raise ValueError(f"No model family has a base encoder for {type(config).__name__}.")
   return max(matches, key=lambda m: m[0])[1]
+
+
+# The joint ELECTRA model as the two networks transformers ships:
+# `bertjax.to_hf(export_discriminator(cfg, params), dir)`.
+def export_discriminator(config: electra.ElectraConfig, params: dict) -> HFModel:
+  """The discriminator of an ElectraGeneratorDiscriminator as an ElectraForPreTraining
+  HFModel, ready for `bertjax.to_hf` (and for fine-tuning)."""
+  return HFModel(registry.family_for("electra"), "ElectraForPreTraining", config,
+                 electra.ElectraForPreTraining(config), electra.discriminator_params(params))
+
+
+def export_generator(config: electra.ElectraConfig, params: dict) -> HFModel:
+  """The generator of an ElectraGeneratorDiscriminator as an ElectraForMaskedLM HFModel."""
+  gen_config = config.generator_config()
+  return HFModel(registry.family_for("electra"), "ElectraForMaskedLM", gen_config,
+                 electra.ElectraForMaskedLM(gen_config), electra.generator_params(params))

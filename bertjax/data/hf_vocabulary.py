@@ -6,7 +6,7 @@ import gin
 import seqio
 
 from bertjax import paths
-from bertjax.hf import files
+from bertjax import files
 from bertjax.data.vocabularies import (ROLES, ByteLevelBPEVocabulary, SentencePieceVocabulary,
                                       WordPieceVocabulary)
 

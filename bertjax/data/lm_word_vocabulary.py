@@ -19,7 +19,8 @@ import gin
 import seqio
 import tensorflow as tf
 
-from bertjax.models.elmo import characters
+from bertjax import characters
+from bertjax.data.sources import default_source
 
 PAD, BOS, EOS, UNK = "<pad>", characters.BOS_WORD, characters.EOS_WORD, "<UNK>"
 SPECIALS = (PAD, BOS, EOS, UNK)
@@ -153,8 +154,7 @@ def lm_word_vocabulary(size: int = 8000, source: Optional[seqio.DataSource] = No
 
 @functools.lru_cache(maxsize=4)
 def _built(size: int, source: Optional[seqio.DataSource], split: str) -> LMWordVocabulary:
-  from bertjax.data.recipes import registry  # Local: the registry imports every recipe.
-  source = registry.default_source(source)
+  source = default_source(source)
   if split not in source.splits:
     raise ValueError(f"lm_word_vocabulary: the source has no {split!r} split (it has "
                      f"{list(source.splits)}).")

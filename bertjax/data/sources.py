@@ -24,6 +24,8 @@ import seqio
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from bertjax.data import corpus
+
 FilePatterns = Union[str, Sequence[str]]
 FORMATS = ("text", "jsonl", "tsv")
 DOC_BOUNDARIES = ("line", "blank_line")
@@ -291,3 +293,12 @@ def text_files(train: FilePatterns = gin.REQUIRED, validation: Optional[FilePatt
     except FileNotFoundError as e:
       raise FileNotFoundError(f"gin text_files.{split}: {e}") from None
   return TextFileSource(splits, file_format=file_format, doc_boundary=doc_boundary)
+
+
+@gin.configurable
+def default_source(source: Optional[seqio.DataSource] = None) -> seqio.DataSource:
+  """The documents Tasks read unless given a source: gin-bind `source`, or the
+  embedded default corpus (bertjax.data.corpus)."""
+  if source is not None:
+    return source
+  return corpus.corpus_source()

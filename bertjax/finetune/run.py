@@ -43,7 +43,7 @@ from bertjax.checkpoints import encoders
 from bertjax.checkpoints.formats import open_model
 from bertjax.evaluation import glue
 from bertjax.finetune import feature_based, loop, pipelines, tokenization
-from bertjax.hf import files
+from bertjax import files
 from bertjax.layers.embeddings import check_length
 from bertjax.models.common.config import max_positions
 from bertjax.train.loop import NonFiniteLossError

@@ -31,9 +31,8 @@ import numpy as np
 from absl import logging
 
 from bertjax.checkpoints import METADATA_FILE, converted, encoders
-from bertjax.checkpoints.opened import OpenedModel
+from bertjax.checkpoints.model import HFModel
 from bertjax.hf import tasks
-from bertjax.hf.model import HFModel
 from bertjax.models.common import task_heads as heads
 
 SEQUENCE = "ForSequenceClassification"
@@ -47,7 +46,7 @@ GENERIC_LABEL = "LABEL_{}"  # transformers' names of labels nobody named
 class TaskModel:
   """A task's module with what it starts from, and the class it exports as."""
   module: nn.Module
-  encoder: OpenedModel      # the bare encoder (its config, tokenizer, fit_inputs)
+  encoder: HFModel      # the bare encoder (its config, tokenizer, fit_inputs)
   config: Any               # the encoder's config with the task's labels
   architecture: str | None  # the transformers class (None: generic heads, no export)
   start: dict               # {'encoder': ...} and, for a continued head, 'head'
@@ -60,7 +59,7 @@ class TaskModel:
     return f"{self.architecture or type(self.module).__name__} ({head})"
 
 
-def build(model: OpenedModel, kind: str, labels: tuple[str, ...] | None = None, *,
+def build(model: HFModel, kind: str, labels: tuple[str, ...] | None = None, *,
           regression: tuple[float, float] | None = None, pooling: str = "pooler",
           fresh_head: bool = False, label_values: tuple[str, ...] | None = None) -> TaskModel:
   """The task model of `kind` (SEQUENCE, TOKENS, SPANS, CHOICES) over `model`'s encoder.
@@ -110,7 +109,7 @@ def _generic(kind: str, encoder: nn.Module, config: Any, pooling: str) -> nn.Mod
   return heads.SpanExtractor(encoder)
 
 
-def _continued_head(model: OpenedModel, kind: str, config: Any, regression,
+def _continued_head(model: HFModel, kind: str, config: Any, regression,
                     label_values: tuple[str, ...] | None = None) -> dict:
   """`model`'s head, its outputs in the task's label order (and units)."""
   head = jax.tree.map(np.asarray, model.params["head"])
@@ -140,7 +139,7 @@ def _outputs(labels: tuple[str, ...]) -> str:
   return f"{len(labels)} label{'s' * (len(labels) != 1)} {list(labels)}"
 
 
-def _labels_file(model: OpenedModel) -> str:
+def _labels_file(model: HFModel) -> str:
   """The file holding `model`'s labels (config.json's id2label, or our metadata)."""
   for name in ("config.json", METADATA_FILE):
     if os.path.isfile(os.path.join(model.source, name)):

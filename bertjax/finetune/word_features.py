@@ -19,7 +19,7 @@ import numpy as np
 from bertjax.checkpoints import params as checkpoint_params
 from bertjax.checkpoints import run_model
 from bertjax.models import elmo
-from bertjax.models.elmo import characters
+from bertjax import characters
 
 Sentences = Sequence[Sequence[str]]
 KINDS = ("word2vec", "fasttext")

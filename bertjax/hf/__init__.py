@@ -1,4 +1,7 @@
-"""The bridge to Hugging Face checkpoints: `from_hf`, `to_hf`, one adapter per family."""
-from bertjax.hf.model import HFModel, from_hf, to_hf
+"""The bridge kernel: what a family adapter is made of, below the families themselves.
 
-__all__ = ["HFModel", "from_hf", "to_hf"]
+`Family` (family.py) and its `Rule` tables (mapping.py), the task classes' shared rules
+(tasks.py), the `model_type` registry (registry.py) and tensor I/O (io.py). The families
+(bertjax.models.<family>.hf) build on it; the runnable model, `from_hf` and `to_hf` sit
+above them in bertjax.checkpoints.model.
+"""

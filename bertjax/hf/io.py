@@ -8,7 +8,7 @@ from typing import Mapping
 
 import numpy as np
 
-from bertjax.hf.files import inside, read_json
+from bertjax.files import inside, read_json
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"

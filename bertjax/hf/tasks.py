@@ -9,7 +9,9 @@ config.json carries the labels (`id2label` / `label2id`, `num_labels`) and
 from typing import Any, Mapping
 
 from bertjax.hf.mapping import Rule
-from bertjax.models.common.config import PROBLEM_TYPES
+
+# config.problem_type's values (transformers' own); None lets the labels decide.
+PROBLEM_TYPES = (None, "regression", "single_label_classification", "multi_label_classification")
 
 # kind -> the outputs of its classes (as transformers names them).
 KINDS: dict[str, tuple[str, ...]] = {

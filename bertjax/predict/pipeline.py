@@ -20,7 +20,7 @@ import numpy as np
 
 from bertjax import batch as contract
 from bertjax.checkpoints.formats import open_model
-from bertjax.checkpoints.opened import OpenedModel
+from bertjax.checkpoints.model import HFModel
 from bertjax.finetune import loop, tokenization
 from bertjax.hf import tasks as hf_tasks
 from bertjax.models.common.config import max_positions
@@ -35,9 +35,9 @@ class Pipeline:
   architectures: tuple[str, ...] | None = None
   fix = ""
 
-  def __init__(self, model: str | OpenedModel, tokenizer: str | None = None,
+  def __init__(self, model: str | HFModel, tokenizer: str | None = None,
                batch_size: int = 32, max_seq_length: int | None = None):
-    self.model = model if isinstance(model, OpenedModel) else open_model(model, tokenizer)
+    self.model = model if isinstance(model, HFModel) else open_model(model, tokenizer)
     if self.architectures is not None and not self.model.architecture.endswith(
         self.architectures):
       raise ValueError(

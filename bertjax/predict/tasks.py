@@ -1,6 +1,6 @@
 """The tasks `bertjax.pipeline` knows, and which one a model folder's class does."""
 from bertjax.checkpoints.formats import open_model
-from bertjax.checkpoints.opened import OpenedModel
+from bertjax.checkpoints.model import HFModel
 from bertjax.predict import answer, classify, embed, fill_mask, generate
 
 TASKS = {cls.task: cls for cls in (
@@ -11,7 +11,7 @@ ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classifica
 AUTO = "auto"
 
 
-def task_for(model: OpenedModel) -> str:
+def task_for(model: HFModel) -> str:
   """The task of a model's class: its transformers task class, else a masked LM's
   fill-mask or an encoder-decoder's generation; a bare encoder embeds sentences."""
   for task, cls in TASKS.items():

@@ -183,7 +183,7 @@ class Encoder:
     # Local: keep `import bertjax.encode` light.
     from bertjax.checkpoints import encoders, formats
     from bertjax.data import hf_tokenizer
-    from bertjax.hf import files
+    from bertjax import files
     model = encoders.base_encoder(formats.open_model(directory))
     files.check_tokenizer_files(directory)  # links out of the folder, binary vocabularies
     files.check_tokenizer_files(model.tokenizer_dir)

@@ -29,7 +29,7 @@ from bertjax.tables import catalog, grid, ledger, report, runner
 
 # Scales whose results are kept in the repository; others (tiny: a check that the table
 # runs) write under the temporary folder, leaving the repository as it was.
-KEPT_SCALES = ("cpu", "paper")
+KEPT_SCALES = ("cpu", "gpu", "paper")
 
 
 def default_out(table, scale: str) -> str:
@@ -139,7 +139,7 @@ def parse_args(argv):
   parser = argparse.ArgumentParser(prog="python -m bertjax.tables", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("table", nargs="?", help=f"one of {sorted(catalog.TABLES)}")
-  parser.add_argument("--scale", default="cpu", help="tiny | cpu | paper")
+  parser.add_argument("--scale", default="cpu", help="tiny | cpu | gpu | paper")
   parser.add_argument("--out", "--output_dir", dest="out",
                       help="folder of the cells (default experiments/<paper>/out/...; at the "
                            "tiny scale, a folder under the system's temporary folder)")

@@ -20,6 +20,8 @@ TABLE5 = Table(
             note="the same segment pairs, B always the text after A, static masks"),
         Arm("ltr", "LTR & No NSP", ("models/gpt_ltr_base.gin", "objectives/causal_lm.gin"),
             finetune_flags=("--gin_param=Options.pooling = 'last'",),
+            # GPT's attention is the explicit one only (no fused kernel at the gpu scale).
+            model_overrides={"attention_implementation": None},
             note=("a BERT-sized left-to-right Transformer (GPT layout); fine-tuned on the "
                   "last position's state, the only one that sees the whole input")),
     ),
@@ -29,6 +31,7 @@ TABLE5 = Table(
         # objective file, which every arm's config test parses and builds.
         "tiny": scales.tiny(("sst2",), arms=("mlm_nsp", "ltr")),
         "cpu": scales.cpu_mlm(),  # the CPU recipe of experiments/scale (scales.py)
+        "gpu": scales.gpu(scales.cpu_mlm()),
         # BERT-base, 1M steps of 256 x 128 tokens (runs/pretrain.gin); bind the paper's
         # BooksCorpus + Wikipedia with task_dataset.source on the pod.
         "paper": scales.paper({}, {}),

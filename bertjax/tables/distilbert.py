@@ -73,7 +73,7 @@ def student_init(arm: Arm) -> str:
 # warmup to the shared CPU recipe's peak rate (ELECTRA-Small's, 5e-4): the students start from
 # the teacher's trained layers, and the MLM recipe's 4x rate, chosen for pretraining from
 # scratch, is not theirs. At the paper's scale runs/distilbert_pretrain.gin's own run stands.
-STUDENT_STEPS = {"tiny": 2, "cpu": 150}
+STUDENT_STEPS = {"tiny": 2, "cpu": 150, "gpu": 150}
 STUDENT_PEAK_RATE = 5e-4
 
 
@@ -93,7 +93,8 @@ def student_bindings(scale: Scale) -> list[str]:
 
 # Flags of the side-by-side speed measurement at each scale (same batch, same length).
 SPEED_FLAGS = {"tiny": ("--max_examples=16", "--batch_size=8", "--repeats=1"),
-               "cpu": ("--max_examples=512", "--batch_size=32", "--repeats=5")}
+               "cpu": ("--max_examples=512", "--batch_size=32", "--repeats=5"),
+               "gpu": ("--max_examples=2048", "--batch_size=128", "--repeats=5")}
 
 
 def init_cell(out: str, init: str) -> grid.Cell:
@@ -242,6 +243,9 @@ TABLE = Table(
         "cpu": dataclasses.replace(scales.cpu_mlm(tasks=("sst2", "mrpc"), seeds=(0, 1, 2)),
                                    model={**scales.CPU_MODEL,
                                           "num_layers": TEACHER_LAYERS["cpu"]}),
+        "gpu": scales.gpu(dataclasses.replace(
+            scales.cpu_mlm(tasks=("sst2", "mrpc"), seeds=(0, 1, 2)),
+            model={**scales.CPU_MODEL, "num_layers": TEACHER_LAYERS["cpu"]})),
         # BERT-base teacher (runs/pretrain.gin), DistilBERT-base students
         # (runs/distilbert_pretrain.gin: 4k x 512 batches).
         "paper": scales.paper({}, {}),

@@ -64,16 +64,18 @@ _KEEP_EVERY_CHECKPOINT = {"tiny": {"checkpoint_every": 1, "keep_checkpoints": 2}
 
 
 def _scales(paper_run: dict, tiny_arms: tuple[str, ...]) -> dict[str, Scale]:
-  """tiny / cpu / paper scales of these tables: one model and pretraining recipe at each
+  """tiny / cpu / gpu / paper scales of these tables: one model and pretraining recipe at each
   runnable scale (the heads at 20 masked positions at both), SST-2 with 3 seeds at CPU scale
   (`tiny_arms`: the arms the tests train, every arm's config being parsed anyway)."""
   tiny = scales.tiny(("sst2",), arms=tiny_arms)
   cpu = scales.cpu_electra(tasks=("sst2",), seeds=(0, 1, 2))
+  cpu_scale = dataclasses.replace(cpu, model=_CPU_MODEL, pretrain={
+      **cpu.pretrain, **_KEEP_EVERY_CHECKPOINT["cpu"]})
   return {
       "tiny": dataclasses.replace(tiny, model=_TINY_MODEL, bindings=scales.ELECTRA_HEADS_AT_20,
                                   pretrain={**tiny.pretrain, **_KEEP_EVERY_CHECKPOINT["tiny"]}),
-      "cpu": dataclasses.replace(cpu, model=_CPU_MODEL, pretrain={
-          **cpu.pretrain, **_KEEP_EVERY_CHECKPOINT["cpu"]}),
+      "cpu": cpu_scale,
+      "gpu": scales.gpu(cpu_scale),
       "paper": scales.paper(_BASE_MODEL, paper_run, bindings=_BASE_OPTIMIZER)}
 
 

@@ -21,6 +21,7 @@ TABLE1 = Table(
     ),
     tasks=(SST2, MRPC, SQUAD),
     scales={"tiny": scales.tiny(("sst2",)), "cpu": scales.cpu_mlm(),
+            "gpu": scales.gpu(scales.cpu_mlm()),
             # BERT-base, 1M steps of 256 x 512 tokens, as the paper's reimplementation.
             "paper": scales.paper({}, {"sequence_length": 512})},
     notes=("The paper's SQuAD 2.0 and MNLI are not in the shared data: SST-2, MRPC and the "
@@ -48,7 +49,7 @@ TABLE2 = Table(
     ),
     tasks=(SST2, SQUAD),
     scales={"tiny": scales.tiny(("sst2",), arms=("segment_pair", "doc_sentences")),
-            "cpu": scales.cpu_mlm(),
+            "cpu": scales.cpu_mlm(), "gpu": scales.gpu(scales.cpu_mlm()),
             "paper": scales.paper({}, {"sequence_length": 512})},
     notes=("Every arm masks dynamically, as in the paper's Table 2.",
            "The paper's MNLI and RACE are not in the shared data: SST-2 and the SQuAD 1.1 "

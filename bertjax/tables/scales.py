@@ -1,9 +1,12 @@
 """The sizes every table shares: `tiny` (tests), `cpu` (this 2-core machine: about an hour
-a pretraining) and `paper` (the paper's run as gin for a TPU pod: written, parsed, not run).
+a pretraining), `gpu` (one H100/H200: the CPU recipe scaled up, see `gpu`) and `paper` (the
+paper's run as gin for a TPU pod: written, parsed, not run).
 
 Every arm of a table gets the same model size, steps, batch and sequence length, so the
 arms' pretraining compute differs only by what their objectives add (reported in FLOPs).
 """
+import dataclasses
+
 from bertjax.tables import corpus
 from bertjax.tables.spec import Scale
 
@@ -92,3 +95,30 @@ def cpu_electra(**changes) -> Scale:
 def paper(model: dict, pretrain: dict, **changes) -> Scale:
   return Scale("paper", model, pretrain, PAPER_FINETUNE, PAPER_PER_TASK, corpus=None,
                runnable=False, **{"seeds": (0, 1, 2, 3, 4), **changes})
+
+
+# The accelerator scale: a table's CPU recipe twice as wide and twice as deep, in bfloat16
+# with cuDNN's fused attention, reading four times the tokens a step, on the same corpus and
+# with the same tasks and seeds. Sized by FLOPs, not yet timed (no accelerator was at hand when
+# it was written): an MLM arm is about 32 times a CPU arm's compute, some 9 PFLOP, about two
+# minutes at 10% of an H200's bf16 matmul rate (benchmarks/results/gpu_step.md measured 34% at
+# BERT-base; models this small reach less). Fine-tuning cells cost mostly their process's
+# start-up and compilation there (tens of seconds each).
+GPU_WIDER = ("hidden_size", "embedding_size", "intermediate_size")
+GPU_DEEPER = ("num_layers", "num_decoder_layers")
+GPU_BATCH_FACTOR = 4
+
+
+def gpu(cpu_scale: Scale, fused_attention: bool = True) -> Scale:
+  """The `gpu` scale of a table whose CPU scale is `cpu_scale`. fused_attention: False for
+  the families whose attention cuDNN's kernel does not serve (T5's relative bias)."""
+  model = {k: v * 2 if k in GPU_WIDER + GPU_DEEPER else v for k, v in cpu_scale.model.items()}
+  if model:
+    model["dtype"] = "bfloat16"
+    if fused_attention:
+      model.update(attention_implementation="cudnn", attention_dropout=0.0)
+  pretrain = dict(cpu_scale.pretrain)
+  if "batch_size" in pretrain:
+    pretrain["batch_size"] *= GPU_BATCH_FACTOR
+  return dataclasses.replace(cpu_scale, name="gpu", model=model, pretrain=pretrain)
+

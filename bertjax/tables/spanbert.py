@@ -46,6 +46,7 @@ TABLE = Table(
         # The MLM recipe (scales.cpu_mlm): both heads at 20 positions a sequence; the few
         # span-masked tokens beyond 20 go unscored, and are counted (`mlm_dropped`).
         "cpu": scales.cpu_mlm(tasks=("squad11",), seeds=(0, 1)),
+        "gpu": scales.gpu(scales.cpu_mlm(tasks=("squad11",), seeds=(0, 1))),
         # SpanBERT's pretraining (runs/spanbert_pretrain.gin: 2.4M steps of 256 x 512 tokens,
         # BERT's optimizer) at base size, with BERT's uncased vocabulary as that file binds.
         "paper": scales.paper({"vocab_size": 30522}, {}, run_gin="runs/spanbert_pretrain.gin"),

@@ -172,7 +172,8 @@ OBJECTIVES = Table(
         SPAN_CORRUPTION,
     ),
     tasks=(SST2, MRPC, RTE),
-    scales={"tiny": _tiny("span_corruption"), "cpu": _cpu(), "paper": PAPER},
+    scales={"tiny": _tiny("span_corruption"), "cpu": _cpu(),
+            "gpu": scales.gpu(_cpu(), fused_attention=False), "paper": PAPER},
     notes=(SCORING, _PAPER_NOTE, CPU_COST),
     cells=cells, folder=FOLDER,
 )
@@ -198,7 +199,8 @@ CORRUPTION = Table(
         objective_arm("span_length_10", "spans of mean length 10", "15% corrupted"),
     ),
     tasks=(SST2, MRPC, RTE),
-    scales={"tiny": _tiny("corruption_rate_50"), "cpu": _cpu(), "paper": PAPER},
+    scales={"tiny": _tiny("corruption_rate_50"), "cpu": _cpu(),
+            "gpu": scales.gpu(_cpu(), fused_attention=False), "paper": PAPER},
     notes=(SCORING, _PAPER_NOTE, CPU_COST,
            "Its i.i.d. 15% and mean-length-3 arms are the objectives table's i.i.d. replace "
            "spans and span corruption runs (the tables share their folder and those cells)."),

@@ -14,7 +14,8 @@ from absl import app, flags, logging
 from bertjax import cli, output_paths
 from bertjax.checkpoints import converted as checkpoint
 from bertjax.checkpoints.formats import open_model
-from bertjax.hf import files, model
+from bertjax import files
+from bertjax.checkpoints import model
 
 FLAGS = flags.FLAGS
 

@@ -9,7 +9,7 @@ import pytest
 
 from bertjax.checkpoints import encoders
 from bertjax.checkpoints.formats import open_model
-from bertjax.checkpoints.opened import OpenedModel
+from bertjax.checkpoints.model import HFModel
 from bertjax.models import electra
 from tests.helpers import run_dirs
 
@@ -49,8 +49,8 @@ def test_every_family_run_dir_gives_its_bare_encoder(tmp_path, gin_model):
 def test_single_token_type_encoders_see_pairs_as_type_zero():
   from bertjax.models import bert, roberta
   arrays = {"input_ids": np.ones((2, 4), np.int32), "token_type_ids": np.array([[0, 0, 1, 1]] * 2)}
-  as_roberta = OpenedModel(None, "RobertaModel", roberta.RobertaConfig(), None, None, "", "", "")
+  as_roberta = HFModel(None, "RobertaModel", roberta.RobertaConfig(), None, None, "", "", "")
   assert not as_roberta.fit_inputs(arrays)["token_type_ids"].any()
   assert arrays["token_type_ids"].any()  # the caller's arrays are left alone
-  as_bert = OpenedModel(None, "BertModel", bert.BertConfig(), None, None, "", "", "")
+  as_bert = HFModel(None, "BertModel", bert.BertConfig(), None, None, "", "", "")
   assert as_bert.fit_inputs(arrays) is arrays

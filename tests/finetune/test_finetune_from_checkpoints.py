@@ -11,7 +11,7 @@ from bertjax.checkpoints import encoders
 from bertjax.checkpoints.formats import open_model
 from bertjax.finetune import loop, pipelines, run
 from bertjax.checkpoints import converted as hf_checkpoint
-from bertjax.hf import model as hf_model
+from bertjax.checkpoints import model as hf_model
 from tests.helpers import trainer as trainer_helpers
 from tests.helpers import finetune as ftl
 

@@ -14,7 +14,7 @@ from bertjax import paths
 from bertjax.evaluation import glue
 from bertjax.finetune import run, submission
 from bertjax.checkpoints import converted as hf_checkpoint
-from bertjax.hf import model as hf_model
+from bertjax.checkpoints import model as hf_model
 from tests.helpers import finetune as ftl
 
 GIN_DIR = paths.gin_dir() / "finetune"

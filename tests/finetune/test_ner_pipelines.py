@@ -12,7 +12,7 @@ from bertjax.checkpoints.formats import open_model
 from bertjax.finetune import loop, pipelines
 from bertjax.finetune.tokenization import WordPiece
 from bertjax.checkpoints import converted as hf_checkpoint
-from bertjax.hf import model as hf_model
+from bertjax.checkpoints import model as hf_model
 from tests.helpers import finetune as ftl
 
 @pytest.fixture(scope="module")

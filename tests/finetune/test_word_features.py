@@ -7,7 +7,7 @@ import pytest
 from bertjax.checkpoints import params as checkpoint_params
 from bertjax.finetune import word_features
 from bertjax.models import elmo
-from bertjax.models.elmo import characters
+from bertjax import characters
 
 SENTENCES = [["EU", "rejects", "German", "call"], ["Peter", "Blackburn"]]
 CONFIG_GIN = """build_model.architecture = 'bertjax.models.elmo.ElmoBiLM'

@@ -70,7 +70,7 @@ def test_rotary_bert_has_no_position_table_and_reads_positions_per_packed_exampl
     ("electra", {"position_embedding": "rotary"}), ("gpt", {"position_embedding": "rotary"})])
 def test_research_variants_train_but_refuse_to_export(tmp_path, family, overrides):
   import bertjax
-  from bertjax.hf import model as hf_model
+  from bertjax.checkpoints import model as hf_model
   from bertjax.models import electra, gpt
   small = dict(vocab_size=50, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
   module, name = {

@@ -250,7 +250,7 @@ def test_emd_adds_no_layer_unless_asked():
 def test_emd_model_refuses_export_as_hf_masked_lm(tmp_path):
   model, params, _ = _emd_model()
   from bertjax.models.deberta import hf as hf_deberta
-  from bertjax.hf.model import HFModel
+  from bertjax.checkpoints.model import HFModel
   exported = HFModel(hf_deberta.DebertaV2Family(), "DebertaV2ForMaskedLM", model.config, model,
                      params)
   with pytest.raises(ValueError, match="no enhanced mask decoder"):

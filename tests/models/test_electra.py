@@ -9,7 +9,7 @@ import pytest
 import transformers
 
 import bertjax
-from bertjax.models.electra import hf as hf_electra
+from bertjax.checkpoints import run_model
 from bertjax.models import bert, electra
 from tests.helpers import hf as hf_helpers, parity
 
@@ -91,7 +91,7 @@ def test_joint_model_shares_embeddings_and_replaces_only_masked_tokens():
 
 def test_discriminator_export_loads_in_transformers(tmp_path):
   model, params = _init()
-  bertjax.to_hf(hf_electra.export_discriminator(TINY, params), tmp_path / "disc")
+  bertjax.to_hf(run_model.export_discriminator(TINY, params), tmp_path / "disc")
   reloaded = transformers.ElectraForPreTraining.from_pretrained(tmp_path / "disc").eval()
   batch = _joint_batch(seed=1)
   # Without a 'sample' rng the sampling key is fixed.
@@ -102,7 +102,7 @@ def test_discriminator_export_loads_in_transformers(tmp_path):
   diff = np.abs(theirs["logits"] - np.asarray(ours["discriminator_logits"])).max()
   assert diff <= 1e-5, diff
   # The generator exports too, with its narrower config.
-  bertjax.to_hf(hf_electra.export_generator(TINY, params), tmp_path / "gen")
+  bertjax.to_hf(run_model.export_generator(TINY, params), tmp_path / "gen")
   generator = transformers.ElectraForMaskedLM.from_pretrained(tmp_path / "gen").eval()
   assert generator.config.hidden_size == 16
   gen_logits = hf_helpers.torch_outputs(generator, {k: batch[k] for k in inputs})

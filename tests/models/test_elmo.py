@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bertjax.models import elmo
-from bertjax.models.elmo import characters
+from bertjax import characters
 from bertjax.models.elmo.char_cnn import CharacterEncoder
 from bertjax.models.elmo.lstm import LstmWithProjection
 from bertjax.train import partitioning

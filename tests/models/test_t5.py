@@ -9,7 +9,8 @@ import transformers
 from transformers.models.t5.modeling_t5 import T5Attention
 
 import bertjax
-from bertjax.hf import model as hf_model, registry
+from bertjax.checkpoints import model as hf_model
+from bertjax.hf import registry
 from bertjax.models.t5 import relative as t5_relative
 from bertjax.models import t5
 from tests.helpers import hf as hf_helpers, parity

@@ -10,7 +10,7 @@ per-word character ids and word ids, with forward and backward targets.
    into rows of L words, the stream bilm-tf trains on (its windows of 20 words); a
    sentence may continue into the next row, and the group's last row is shorter.
 3. Each word -> its word id (<UNK> outside the vocabulary) and its character ids
-   (`models.elmo.characters`: UTF-8 bytes inside begin / end-of-word marks).
+   (`bertjax.characters`: UTF-8 bytes inside begin / end-of-word marks).
 
 Batch features (bertjax.batch): `char_ids` [L, C] (the model input), `input_ids` [L]
 (the word ids), `attention_mask`, `forward_targets` (the next word) and
@@ -32,7 +32,7 @@ from bertjax.data import feature_converters as fc
 from bertjax.data import lm_word_vocabulary
 from bertjax.data.preprocessors import stats
 from bertjax.data.recipes import registry
-from bertjax.models.elmo import characters
+from bertjax import characters
 
 SeqLen = Union[int, Mapping[str, int]]
 WORD_FEATURES = ("input_ids", "char_ids")  # what the preprocessors write

@@ -25,6 +25,8 @@ import seqio
 import tensorflow as tf
 from tensorflow.python.autograph.core import ag_ctx
 
+from bertjax.data.sources import default_source
+
 SeqLen = Union[int, Mapping[str, int]]
 Preprocessor = Callable[..., tf.data.Dataset]
 
@@ -120,16 +122,6 @@ def default_vocabulary(vocab_file: Optional[str] = None,
 @functools.lru_cache(maxsize=8)
 def _cached_wordpiece(vocab_file, lower_case, cls):
   return cls(vocab_file, lower_case=lower_case)
-
-
-@gin.configurable
-def default_source(source: Optional[seqio.DataSource] = None) -> seqio.DataSource:
-  """The documents Tasks read unless given a source: gin-bind `source`, or the
-  embedded default corpus (bertjax.data.corpus)."""
-  if source is not None:
-    return source
-  from bertjax.data import corpus  # pylint: disable=g-import-not-at-top
-  return corpus.corpus_source()
 
 
 # --------------------------------------------------------------- tasks & datasets

@@ -9,7 +9,7 @@ import tokenizers
 
 from bertjax.data import text_rules
 from bertjax.data.vocabularies.base import MAX_WORD_CHARS, HFTokenizerVocabulary, replace_rows
-from bertjax.hf import files
+from bertjax import files
 
 class WordPieceVocabulary(HFTokenizerVocabulary):
   """BERT / ELECTRA / DistilBERT WordPiece; in-graph encode with tensorflow_text.

@@ -8,6 +8,7 @@ shared fields always come first, in this order).
 import dataclasses
 from typing import ClassVar, Self
 
+from bertjax.hf.tasks import PROBLEM_TYPES
 from bertjax.layers import activations, attention
 from bertjax.models.common import positions
 
@@ -83,9 +84,6 @@ class EncoderConfig:
 
   def replace(self, **changes) -> Self:
     return dataclasses.replace(self, **changes)
-
-
-PROBLEM_TYPES = (None, "regression", "single_label_classification", "multi_label_classification")
 
 
 def check_labels(config) -> None:

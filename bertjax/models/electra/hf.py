@@ -2,9 +2,9 @@
 the task classes ElectraFor{SequenceClassification, TokenClassification,
 QuestionAnswering, MultipleChoice}.
 
-The joint pretraining model has no HF counterpart; `export_discriminator` /
-`export_generator` cut it into the single networks HF ships (the discriminator is
-what fine-tuning starts from): `bertjax.to_hf(export_discriminator(cfg, params), dir)`.
+The joint pretraining model has no HF counterpart; bertjax.checkpoints.run_model's
+`export_discriminator` / `export_generator` cut it into the single networks HF ships
+(the discriminator is what fine-tuning starts from).
 """
 from typing import Any, Mapping
 
@@ -12,7 +12,6 @@ from bertjax.models.bert.hf import encoder_rules
 from bertjax.hf import tasks
 from bertjax.hf.family import Family, config_fields
 from bertjax.hf.mapping import Rule
-from bertjax.hf.model import HFModel
 from bertjax.models import electra
 from bertjax.models.electra import tasks as electra_tasks
 
@@ -129,17 +128,3 @@ def _check_summary(hf_config: Mapping[str, Any]) -> None:
                          ("summary_first_dropout", 0)):
     if hf_config.get(key, supported) != supported:
       raise ValueError(f"ELECTRA {key}={hf_config[key]!r} is not supported (only {supported!r}).")
-
-
-def export_discriminator(config: electra.ElectraConfig, params: dict) -> HFModel:
-  """The discriminator of an ElectraGeneratorDiscriminator as an ElectraForPreTraining
-  HFModel, ready for `bertjax.to_hf` (and for fine-tuning)."""
-  return HFModel(ElectraFamily(), "ElectraForPreTraining", config,
-                 electra.ElectraForPreTraining(config), electra.discriminator_params(params))
-
-
-def export_generator(config: electra.ElectraConfig, params: dict) -> HFModel:
-  """The generator of an ElectraGeneratorDiscriminator as an ElectraForMaskedLM HFModel."""
-  gen_config = config.generator_config()
-  return HFModel(ElectraFamily(), "ElectraForMaskedLM", gen_config,
-                 electra.ElectraForMaskedLM(gen_config), electra.generator_params(params))

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bertjax.models.elmo import characters
+from bertjax import characters
 from bertjax.models.elmo.char_cnn import CharacterEncoder
 from bertjax.models.elmo.lstm import BiLstmStack
 

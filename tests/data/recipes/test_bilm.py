@@ -10,7 +10,7 @@ import tensorflow as tf
 from bertjax.data import lm_word_vocabulary as wv, recipes, sources
 from bertjax.data.preprocessors import stats
 from bertjax.data.recipes import bilm
-from bertjax.models.elmo import characters
+from bertjax import characters
 
 DOCS = ["The cat sat.\nIt was happy, very happy!", "",
         "Dogs bark.\n\n" + "x" * 60 + " ends here"]

@@ -1,5 +1,8 @@
 """ELMo's character ids: every word becomes a fixed row of UTF-8 byte ids.
 
+The `char_ids` batch feature's encoding: bertjax.data writes it, bertjax.models.elmo
+reads it, so it sits below both.
+
 The scheme of the released model (Peters et al., 2018; bilm-tf and AllenNLP agree):
 
   word  -> [begin-of-word, its first 48 UTF-8 bytes, end-of-word, padding-char ...]
@@ -81,7 +84,7 @@ def check_ids(char_ids: np.ndarray, char_vocab_size: int, max_characters: int,
   if char_ids.shape[-1] != max_characters:
     raise ValueError(f"{where}: words of {char_ids.shape[-1]} characters, but the character "
                      f"CNN takes {max_characters} (ElmoConfig.max_characters_per_word); encode "
-                     f"words with bertjax.models.elmo.characters at that width.")
+                     f"words with bertjax.characters at that width.")
   if char_ids.size and (char_ids.min() < 0 or char_ids.max() >= char_vocab_size):
     raise ValueError(f"{where}: character id {int(char_ids.max())} (min {int(char_ids.min())}) "
                      f"is outside the character vocabulary of {char_vocab_size} ids "

@@ -1,4 +1,10 @@
-"""`from_hf` / `to_hf`: Hugging Face model directories <-> runnable bertjax models."""
+"""The runnable model every format becomes, and `from_hf` / `to_hf`.
+
+`HFModel` is what `from_hf`, `open_model` and `converted.load` return: a family's module
+and params, called with the reference's input names, plus where it came from and its
+tokenizer. It sits above the family kernel (bertjax.hf: `Family`, `Rule`, the registry,
+tensor I/O) and the families (bertjax.models), so imports run one way.
+"""
 import dataclasses
 import functools
 import logging
@@ -28,13 +34,42 @@ class HFModel:
   """A model converted from (or exportable to) Hugging Face.
 
   Call it with the reference's input names (`input_ids`, `attention_mask`, ...); it
-  returns numpy arrays named like the reference class's outputs.
+  returns numpy arrays named like the reference class's outputs. An opened model also
+  knows the folder holding its tokenizer files, the folder it was read from and what it
+  was there ('Hugging Face folder', 'step 7'...).
   """
   family: Family
   architecture: str
   config: Any
   module: nn.Module
   params: Any
+  tokenizer_dir: str | None = None
+  source: str | None = None
+  origin: str | None = None
+
+  @functools.cached_property
+  def tokenizer(self):
+    """The model's tokenizer, as transformers' fast tokenizer runs it: a `tokenizers.Tokenizer`
+    whose `encode(text)` / `encode(text_a, text_b)` add the family's special tokens
+    (`.ids`, `.attention_mask`, `.type_ids`, `.offsets`); padding and truncation off."""
+    if self.tokenizer_dir is None:
+      raise ValueError(f"This {self.architecture} was built in memory and has no tokenizer "
+                       "folder; open it from a folder with bertjax.open_model(path).")
+    from bertjax.data import hf_tokenizer  # pylint: disable=g-import-not-at-top
+    return hf_tokenizer.load(self.tokenizer_dir).tokenizer
+
+  @property
+  def description(self) -> str:
+    """One line for logs and reports, e.g. 'bert BertModel (step 7) from /runs/a'."""
+    return f"{self.family.name} {self.architecture} ({self.origin}) from {self.source}"
+
+  def fit_inputs(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Task arrays as this model takes them: a model with a single token type
+    (RoBERTa: type_vocab_size = 1) sees pairs with type 0 throughout, as its own
+    tokenizer feeds them; a type id past its table would read garbage."""
+    if "token_type_ids" in arrays and getattr(self.config, "type_vocab_size", 2) == 1:
+      return {**arrays, "token_type_ids": np.zeros_like(arrays["token_type_ids"])}
+    return arrays
 
   def __call__(self, *, output_attentions: bool = False, head_mask=None,
                decoder_head_mask=None, cross_attn_head_mask=None,
@@ -191,7 +226,7 @@ def check_weights_fit_config(model: HFModel, shapes: dict[str, tuple]) -> None:
   for key in sorted(expected.keys() | shapes.keys()):
     ours, theirs = shapes.get(key), expected.get(key)
     if ours != theirs:
-      where = getattr(model, "source", None) or "The model"  # an OpenedModel knows its folder
+      where = model.source or "The model"
       found = f"has shape {ours}" if ours is not None else "is missing"
       wanted = f"shape {theirs}" if theirs is not None else "no such tensor"
       raise ValueError(
