@@ -16,9 +16,9 @@ PACKAGE = pathlib.Path(bertjax.__file__).parent
 # bertjax's top-level modules and packages, lowest first: each may import only those
 # before it (docs/develop.md, "Layout", says the same in words).
 ORDER = (
-    # below everything: the API's lazy names, files and paths, the batch contract
-    "quiet", "__init__", "paths", "files", "characters", "batch", "output_paths", "run_lock",
-    "configurables", "cli",
+    # below everything: the API's lazy names, files and paths, the batch and output contracts
+    "quiet", "progress", "__init__", "paths", "files", "characters", "batch", "outputs",
+    "output_paths", "run_lock", "configurables", "cli",
     # blocks, the bridge kernel, the families, generation, metrics, data
     "layers", "hf", "models", "inference", "evaluation", "data",
     # the runnable model over every format; losses; the one loop

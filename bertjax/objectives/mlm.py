@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from bertjax import batch as contract
+from bertjax import outputs as output_contract
 from bertjax.objectives import base
 
 
@@ -20,14 +21,15 @@ from bertjax.objectives import base
 class MaskedLM:
   """Cross-entropy on the masked positions.
 
-  logits_key: the model output holding [B, L, V] token logits
-    (`prediction_logits` for *ForPreTraining, `logits` for *ForMaskedLM).
+  logits_key: the model output holding [B, L, V] token logits; None (the default) reads
+    the role bertjax.outputs.MASKED_LM_LOGITS (`prediction_logits` of *ForPreTraining,
+    `logits` of *ForMaskedLM), whichever the model returned.
   max_predictions: when set, the model gets `masked_positions` [B, max_predictions] (the
     selected positions first) and returns logits only there, as BERT's
     max_predictions_per_seq; for models whose MLM head takes `masked_positions` (BERT).
     Selected tokens beyond it are left out of the loss and counted in `<name>_dropped`.
   """
-  logits_key: str = "prediction_logits"
+  logits_key: Optional[str] = None
   name: str = "mlm"
   max_predictions: Optional[int] = None
   rng_names: tuple[str, ...] = ()
@@ -37,12 +39,11 @@ class MaskedLM:
                                  self.max_predictions)
 
   def __call__(self, outputs, batch):
-    if self.logits_key not in outputs:
-      raise ValueError(f"MaskedLM expects the model output {self.logits_key!r}; the model "
-                       f"returned {sorted(k for k, v in outputs.items() if v is not None)}. "
-                       f"Set MaskedLM.logits_key in gin.")
+    logits = output_contract.read(
+        outputs, (self.logits_key,) if self.logits_key else output_contract.MASKED_LM_LOGITS,
+        "MaskedLM")
     scored = scored_targets(batch, self.max_predictions, self.name, "MaskedLM")
-    return token_cross_entropy(outputs[self.logits_key], scored, self.name)
+    return token_cross_entropy(logits, scored, self.name)
 
 
 def masked_positions(mlm_weights: jax.Array, max_predictions: int) -> jax.Array:

@@ -1,6 +1,7 @@
 """Sentence-pair classification on [CLS]: BERT's NSP and ALBERT's SOP.
 
-Both are one binary cross-entropy over `seq_relationship_logits`; they differ only
+Both are one binary cross-entropy over the sentence-pair logits (BERT's
+`seq_relationship_logits`, ALBERT's `sop_logits`); they differ only
 in how the data layer builds the pairs (random next segment vs swapped order), so
 one objective serves both, named `nsp` or `sop` in the metrics.
 
@@ -9,12 +10,13 @@ ALBERT): the model inputs are shared, losses add up with optional weights, and
 metrics keep each objective's own names.
 """
 import dataclasses
-from typing import Sequence
+from typing import Optional, Sequence
 
 import gin
 import jax.numpy as jnp
 
 from bertjax import batch as contract
+from bertjax import outputs as output_contract
 from bertjax.objectives import base
 from bertjax.objectives.mlm import MaskedLM
 
@@ -25,10 +27,12 @@ class SentencePair:
   """Cross-entropy of `next_sentence_label` (0 = is-next / in order, 1 = random / swapped).
 
   Padding examples (an all-zero `attention_mask` row, e.g. the fill of a last eval
-  batch) carry no weight.
+  batch) carry no weight. logits_key: None (the default) reads the role
+  bertjax.outputs.SENTENCE_PAIR_LOGITS (BERT's `seq_relationship_logits`, ALBERT's
+  `sop_logits`), whichever the model returned.
   """
   name: str = "nsp"
-  logits_key: str = "seq_relationship_logits"
+  logits_key: Optional[str] = None
   label_key: str = "next_sentence_label"
   rng_names: tuple[str, ...] = ()
 
@@ -44,8 +48,10 @@ class SentencePair:
       weights = (batch["attention_mask"].sum(-1) > 0).astype(jnp.float32)
     else:
       weights = jnp.ones(labels.shape, jnp.float32)
-    loss_sum, correct, count = base.weighted_cross_entropy(outputs[self.logits_key], labels,
-                                                           weights)
+    logits = output_contract.read(
+        outputs, (self.logits_key,) if self.logits_key else output_contract.SENTENCE_PAIR_LOGITS,
+        "SentencePair")
+    loss_sum, correct, count = base.weighted_cross_entropy(logits, labels, weights)
     metrics = {f"{self.name}_loss": (loss_sum, count),
                f"{self.name}_accuracy": (correct, count)}
     return base.safe_mean(loss_sum, count), metrics
