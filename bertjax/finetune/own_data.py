@@ -19,9 +19,8 @@ import time
 
 import numpy as np
 
-from bertjax import output_paths
 from bertjax.evaluation import glue as glue_eval, readers
-from bertjax.finetune import loop, pipelines, run, submission
+from bertjax.finetune import loop, pipelines, resume, run, submission
 
 KINDS = ("classification", "regression")
 METRICS = {"classification": ("accuracy",), "regression": ("pearson", "spearman")}
@@ -92,8 +91,8 @@ def fine_tune(model: str, kind: str, train: str, dev: str, *, text: str = "text"
   task = _task(os.path.basename(train), kind, labels, text_pair is not None, train_examples)
   opened, encoder, tokens = run.open_for_finetuning(model, tokenizer, options)
   if options.output_dir:
-    output_paths.claim_folder(options.output_dir, "output_dir", overwrite,
-                              reads=[model, tokenizer, train, dev])
+    resume.claim(options.output_dir, "output_dir", overwrite,
+                 reads=[model, tokenizer, train, dev])  # resumes a stopped fine_tune
     os.makedirs(options.output_dir, exist_ok=True)
   tuner, chosen, report, _ = pipelines.fit_pairs(task, train_examples, {"dev": dev_examples},
                                                  opened, tokens, options)

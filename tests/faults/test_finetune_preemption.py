@@ -1,0 +1,134 @@
+"""Fine-tuning under SIGTERM / SIGINT: the step finishes, the fine-tuning's state is sealed
+into its output folder, the command exits 143 / 130, and the same command resumes it to the
+same end as an uninterrupted run (params and results.json, but for the timings). A finished
+fine-tuning's folder is never resumed into.
+
+The runs are `finetune.run`'s command in this process (its exit status is the SystemExit's
+code); the signal is sent to this process from inside the loop, after a chosen step."""
+import json
+import os
+import random
+import signal
+import sys
+
+import gin
+import jax
+import numpy as np
+import pytest
+
+from bertjax import checkpoints
+from bertjax.checkpoints import converted
+from bertjax.finetune import pipelines, resume, run
+from bertjax.hf import model as hf_model
+from bertjax.train import loop as train_loop, metrics as train_metrics
+from tests.finetune.test_run import _tiny_hf
+from tests.helpers import finetune as ftl
+
+STEPS = 12  # 2 epochs of 6 steps, evaluated after each; train rows every 4 steps and at 6
+TIMINGS = ("wall_time_s", "train_time_s", "eval_time_s", "elapsed_s", "steps_per_sec",
+           "tokens_per_sec")
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+  root = tmp_path_factory.mktemp("inputs")
+  hf_dir = _tiny_hf(root / "hf", "BertModel")
+  ckpt = str(root / "ckpt")
+  converted.save(hf_model.from_hf(hf_dir), ckpt, tokenizer_from=hf_dir)
+  return ckpt, ftl.write_rte(root / "data", train_rows=24, dev_rows=4)
+
+
+def _finetune(inputs, out, *flags) -> int:
+  """`python -m bertjax.finetune.run ...` here; its exit status."""
+  ckpt, data_dir = inputs
+  gin.clear_config()
+  run.FLAGS(["run", "--task=rte", f"--checkpoint={ckpt}", f"--output_dir={out}",
+             f"--data_dir={data_dir}", "--batch_size=4", "--eval_batch_size=4",
+             "--max_seq_length=16", "--num_epochs=2", "--log_every=4", *flags])
+  try:
+    run.cli_main([])
+  except SystemExit as e:  # as the interpreter ends on it: a message is printed, status 1
+    if isinstance(e.code, int):
+      return e.code
+    print(e.code, file=sys.stderr)
+    return 1
+  finally:
+    run.FLAGS.unparse_flags()
+  return 0
+
+
+def _signal_during(monkeypatch, step, signum):
+  """Sends `signum` to this process while train step `step` runs: the fine-tuning stops
+  after that step."""
+  run_steps = train_loop.TrainLoop.__post_init__
+
+  def signalling(self):
+    run_steps(self)
+    step_fn = self.step_fn
+
+    def then_signal(state, *args):
+      done = int(state.step) + 1  # (read before the step donates `state`)
+      out = step_fn(state, *args)
+      if done == step:
+        os.kill(os.getpid(), signum)
+      return out
+    self.step_fn = then_signal
+  monkeypatch.setattr(train_loop.TrainLoop, "__post_init__", signalling)
+
+
+def _results(out):
+  def strip(value):
+    if isinstance(value, dict):
+      return {k: strip(v) for k, v in value.items() if k not in TIMINGS}
+    return [strip(v) for v in value] if isinstance(value, list) else value
+  with open(os.path.join(out, "results.json")) as f:
+    return strip(json.loads(f.read().replace(str(out), "OUT")))
+
+
+def test_sigterm_saves_the_state_and_the_same_command_resumes_bit_identical(
+    inputs, tmp_path, monkeypatch, capsys):
+  reference = tmp_path / "reference"
+  assert _finetune(inputs, reference) == 0
+
+  out = tmp_path / "preempted"
+  stopped = random.Random().randint(1, STEPS - 1)
+  with monkeypatch.context() as patch:
+    _signal_during(patch, stopped, signal.SIGTERM)
+    assert _finetune(inputs, out) == 128 + signal.SIGTERM
+  err = capsys.readouterr().err
+  assert f"Stopped by SIGTERM after step {stopped}, which is saved in {out}/resume/" in err, err
+  assert not (out / "results.json").exists()
+  assert checkpoints.RunCheckpoints(resume.folder(str(out))).damage(stopped) is None  # sealed
+
+  assert _finetune(inputs, out) == 0
+  assert f"Resumed the fine-tuning stopped after step {stopped} " in capsys.readouterr().out
+  assert not (out / resume.RESUME_SUBDIR).exists()  # nothing left to resume
+  assert _results(out) == _results(reference)
+  predictions = os.path.join(pipelines.PREDICTIONS_DIR, "dev", "RTE.tsv")
+  assert (out / predictions).read_text() == (reference / predictions).read_text()
+  got, _ = checkpoints.load_params(str(out))
+  want, _ = checkpoints.load_params(str(reference))
+  assert jax.tree.structure(got) == jax.tree.structure(want)
+  for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got)):
+    np.testing.assert_array_equal(b, a)
+  # Every train row was written once, as the uninterrupted run wrote it.
+  def rows(folder):
+    return [(r["split"], r["step"], r.get("loss")) for r in train_metrics.read_metrics(folder)]
+  assert rows(str(out)) == rows(str(reference))
+
+
+def test_sigint_exits_130_and_a_finished_folder_is_not_resumed(inputs, tmp_path, monkeypatch,
+                                                                capsys):
+  out = tmp_path / "out"
+  with monkeypatch.context() as patch:
+    _signal_during(patch, 3, signal.SIGINT)
+    assert _finetune(inputs, out) == 128 + signal.SIGINT
+  assert "Stopped by SIGINT after step 3, which is saved" in capsys.readouterr().err
+  # Other settings are not mixed into the stopped run's state.
+  assert _finetune(inputs, out, "--learning_rate=1e-3") == 1
+  assert "holds a fine-tuning of another config" in capsys.readouterr().err
+  assert _finetune(inputs, out) == 0
+  capsys.readouterr()
+  assert _finetune(inputs, out) == 1
+  assert (f"--output_dir={out} holds a finished fine-tuning (results.json); it is not "
+          "resumed") in capsys.readouterr().err
