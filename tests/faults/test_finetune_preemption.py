@@ -35,7 +35,15 @@ def inputs(tmp_path_factory):
   hf_dir = _tiny_hf(root / "hf", "BertModel")
   ckpt = str(root / "ckpt")
   converted.save(hf_model.from_hf(hf_dir), ckpt, tokenizer_from=hf_dir)
-  return ckpt, ftl.write_rte(root / "data", train_rows=24, dev_rows=4)
+  return ckpt, ftl.write_rte(root / "data", train_rows=6, dev_rows=4)
+
+
+@pytest.fixture(scope="module")
+def reference(inputs, tmp_path_factory):
+  """An uninterrupted fine-tuning's output folder."""
+  out = tmp_path_factory.mktemp("reference") / "out"
+  assert _finetune(inputs, out) == 0
+  return out
 
 
 def _finetune(inputs, out, *flags) -> int:
@@ -43,7 +51,7 @@ def _finetune(inputs, out, *flags) -> int:
   ckpt, data_dir = inputs
   gin.clear_config()
   run.FLAGS(["run", "--task=rte", f"--checkpoint={ckpt}", f"--output_dir={out}",
-             f"--data_dir={data_dir}", "--batch_size=4", "--eval_batch_size=4",
+             f"--data_dir={data_dir}", "--batch_size=1", "--eval_batch_size=2",
              "--max_seq_length=16", "--num_epochs=2", "--log_every=4", *flags])
   try:
     run.cli_main([])
@@ -86,10 +94,7 @@ def _results(out):
 
 
 def test_sigterm_saves_the_state_and_the_same_command_resumes_bit_identical(
-    inputs, tmp_path, monkeypatch, capsys):
-  reference = tmp_path / "reference"
-  assert _finetune(inputs, reference) == 0
-
+    inputs, reference, tmp_path, monkeypatch, capsys):
   out = tmp_path / "preempted"
   stopped = random.Random().randint(1, STEPS - 1)
   with monkeypatch.context() as patch:
@@ -117,8 +122,8 @@ def test_sigterm_saves_the_state_and_the_same_command_resumes_bit_identical(
   assert rows(str(out)) == rows(str(reference))
 
 
-def test_sigint_exits_130_and_a_finished_folder_is_not_resumed(inputs, tmp_path, monkeypatch,
-                                                                capsys):
+def test_sigint_exits_130_and_a_finished_folder_is_not_resumed(inputs, reference, tmp_path,
+                                                                monkeypatch, capsys):
   out = tmp_path / "out"
   with monkeypatch.context() as patch:
     _signal_during(patch, 3, signal.SIGINT)
@@ -127,8 +132,9 @@ def test_sigint_exits_130_and_a_finished_folder_is_not_resumed(inputs, tmp_path,
   # Other settings are not mixed into the stopped run's state.
   assert _finetune(inputs, out, "--learning_rate=1e-3") == 1
   assert "holds a fine-tuning of another config" in capsys.readouterr().err
-  assert _finetune(inputs, out) == 0
-  capsys.readouterr()
-  assert _finetune(inputs, out) == 1
-  assert (f"--output_dir={out} holds a finished fine-tuning (results.json); it is not "
+  assert (out / resume.RESUME_SUBDIR).is_dir()  # kept for its own command
+  finished = sorted(os.listdir(reference))
+  assert _finetune(inputs, reference) == 1
+  assert (f"--output_dir={reference} holds a finished fine-tuning (results.json); it is not "
           "resumed") in capsys.readouterr().err
+  assert sorted(os.listdir(reference)) == finished
