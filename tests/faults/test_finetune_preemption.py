@@ -8,6 +8,7 @@ code); the signal is sent to this process from inside the loop, after a chosen s
 import json
 import os
 import random
+import shutil
 import signal
 import sys
 
@@ -122,17 +123,27 @@ def test_sigterm_saves_the_state_and_the_same_command_resumes_bit_identical(
   assert rows(str(out)) == rows(str(reference))
 
 
-def test_sigint_exits_130_and_a_finished_folder_is_not_resumed(inputs, reference, tmp_path,
-                                                                monkeypatch, capsys):
+def test_sigint_exits_130_and_only_the_same_fine_tuning_resumes(inputs, reference, tmp_path,
+                                                                 monkeypatch, capsys):
+  ckpt, data_dir = inputs
+  data_dir = shutil.copytree(data_dir, tmp_path / "data")  # changed below
   out = tmp_path / "out"
   with monkeypatch.context() as patch:
     _signal_during(patch, 3, signal.SIGINT)
-    assert _finetune(inputs, out) == 128 + signal.SIGINT
+    assert _finetune((ckpt, data_dir), out) == 128 + signal.SIGINT
   assert "Stopped by SIGINT after step 3, which is saved" in capsys.readouterr().err
-  # Other settings are not mixed into the stopped run's state.
-  assert _finetune(inputs, out, "--learning_rate=1e-3") == 1
+  # Other settings, or other data under the same flags, are never mixed into its state.
+  assert _finetune((ckpt, data_dir), out, "--learning_rate=1e-3") == 1
   assert "holds a fine-tuning of another config" in capsys.readouterr().err
-  assert (out / resume.RESUME_SUBDIR).is_dir()  # kept for its own command
+  with open(data_dir / "glue" / "RTE" / "train.tsv", "a") as f:
+    f.write("99\ta dog is dry .\tit rains .\tnot_entailment\n")
+  assert _finetune((ckpt, data_dir), out) == 1
+  assert ("holds a fine-tuning stopped at step 3 with other starting weights, data or "
+          "settings") in capsys.readouterr().err
+  assert checkpoints.RunCheckpoints(resume.folder(str(out))).all_steps() == [3]  # kept
+
+
+def test_a_finished_fine_tuning_is_not_resumed(inputs, reference, capsys):
   finished = sorted(os.listdir(reference))
   assert _finetune(inputs, reference) == 1
   assert (f"--output_dir={reference} holds a finished fine-tuning (results.json); it is not "
