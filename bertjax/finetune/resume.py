@@ -19,6 +19,7 @@ stopped run's are refused (their fingerprint differs), never mixed into its stat
 """
 import dataclasses
 import hashlib
+import json
 import os
 import shutil
 from typing import Any
@@ -28,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bertjax import checkpoints, output_paths
+from bertjax.train import metrics as train_metrics
 
 RESUME_SUBDIR = "resume"
 RESULTS_FILE = "results.json"  # written by finetune.run / fine_tune once the run is done
@@ -122,6 +124,24 @@ def load(directory: str, state: Any, identity: str) -> tuple[Any, Progress] | No
   progress = Progress(**{k: v for k, v in extra.items() if k in fields})
   progress.unflushed = _decode(progress.unflushed)
   return restored, progress
+
+
+def rewind(directory: str, step: int) -> None:
+  """Removes what the fit in `directory` wrote after `step`, the state it resumes from: a
+  resumed run killed later without saving a newer state (SIGKILL, a grace period over) left
+  the selection's checkpoints of later epochs and later metrics rows, which the run writes
+  again."""
+  selection = os.path.join(directory, checkpoints.RUN_SUBDIR)
+  for name in os.listdir(selection) if os.path.isdir(selection) else ():
+    if name.isdigit() and int(name) > step:
+      shutil.rmtree(os.path.join(selection, name))
+  path = os.path.join(directory, train_metrics.METRICS_FILE)
+  if os.path.isfile(path):
+    with open(path) as f:
+      lines = [line for line in f if line.strip() and json.loads(line)["step"] <= step]
+    with open(f"{path}.partial", "w") as f:
+      f.writelines(lines)
+    os.replace(f"{path}.partial", path)
 
 
 def clear(directory: str) -> None:

@@ -85,6 +85,7 @@ def fit(tuner: loop.Finetuner, arrays: loop.Arrays, num_steps: int, evaluate: Ev
   progress = stopped[1] if stopped else resume.Progress(0, [], {}, [], [])
   if stopped:
     tuner.state = stopped[0]
+    resume.rewind(directory, progress.step)
   os.makedirs(directory, exist_ok=True)
   ckpts = checkpoints.RunCheckpoints(directory, keep=0, best_metric=name, best_mode="max",
                                      keep_best=1, async_save=False)

@@ -66,23 +66,38 @@ def _finetune(inputs, out, *flags) -> int:
   return 0
 
 
-def _signal_during(monkeypatch, step, signum):
-  """Sends `signum` to this process while train step `step` runs: the fine-tuning stops
-  after that step."""
+class Killed(BaseException):
+  """Stands for a SIGKILL: nothing in the run catches it or saves anything for it."""
+
+
+def _during(monkeypatch, step, act):
+  """Calls `act()` while train step `step` runs."""
   run_steps = train_loop.TrainLoop.__post_init__
 
-  def signalling(self):
+  def acting(self):
     run_steps(self)
     step_fn = self.step_fn
 
-    def then_signal(state, *args):
+    def then_act(state, *args):
       done = int(state.step) + 1  # (read before the step donates `state`)
       out = step_fn(state, *args)
       if done == step:
-        os.kill(os.getpid(), signum)
+        act()
       return out
-    self.step_fn = then_signal
-  monkeypatch.setattr(train_loop.TrainLoop, "__post_init__", signalling)
+    self.step_fn = then_act
+  monkeypatch.setattr(train_loop.TrainLoop, "__post_init__", acting)
+
+
+def _signal_during(monkeypatch, step, signum):
+  """Sends `signum` to this process while train step `step` runs: the fine-tuning stops
+  after that step."""
+  _during(monkeypatch, step, lambda: os.kill(os.getpid(), signum))
+
+
+def _kill_during(monkeypatch, step):
+  def kill():
+    raise Killed
+  _during(monkeypatch, step, kill)
 
 
 def _results(out):
@@ -97,7 +112,7 @@ def _results(out):
 def test_sigterm_saves_the_state_and_the_same_command_resumes_bit_identical(
     inputs, reference, tmp_path, monkeypatch, capsys):
   out = tmp_path / "preempted"
-  stopped = random.Random().randint(1, STEPS - 1)
+  stopped = random.Random().randint(1, 6)  # in the first epoch, or at its end
   with monkeypatch.context() as patch:
     _signal_during(patch, stopped, signal.SIGTERM)
     assert _finetune(inputs, out) == 128 + signal.SIGTERM
@@ -105,6 +120,13 @@ def test_sigterm_saves_the_state_and_the_same_command_resumes_bit_identical(
   assert f"Stopped by SIGTERM after step {stopped}, which is saved in {out}/resume/" in err, err
   assert not (out / "results.json").exists()
   assert checkpoints.RunCheckpoints(resume.folder(str(out))).damage(stopped) is None  # sealed
+
+  # Resumed, then killed at step 9 without a newer state saved (a grace period ran out):
+  # the epoch evaluated at step 6 and the rows up to 8 are written again by the next run.
+  with monkeypatch.context() as patch, pytest.raises(Killed):
+    _kill_during(patch, 9)
+    _finetune(inputs, out)
+  assert f"Resumed the fine-tuning stopped after step {stopped} " in capsys.readouterr().out
 
   assert _finetune(inputs, out) == 0
   assert f"Resumed the fine-tuning stopped after step {stopped} " in capsys.readouterr().out
