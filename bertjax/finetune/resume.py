@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bertjax import checkpoints, output_paths
+from bertjax import checkpoints, output_paths, run_lock
 from bertjax.train import metrics as train_metrics
 
 RESUME_SUBDIR = "resume"
@@ -61,13 +61,15 @@ def _checkpoints(directory: str) -> checkpoints.RunCheckpoints:
 def fingerprint(config: Any, arrays: dict[str, np.ndarray], num_steps: int, metric: str,
                 state: Any) -> str:
   """What makes a fit the same fit: its recipe (but the progress bar), steps, selection
-  metric, training rows and starting train state (weights, optimizer, seed)."""
+  metric, training rows and starting weights and dropout RNG (the optimizer state starts
+  from them)."""
   recipe = {k: v for k, v in dataclasses.asdict(config).items() if k != "show_progress"}
   digest = hashlib.sha256(repr((sorted(recipe.items()), num_steps, metric)).encode())
   for name in sorted(arrays):
     digest.update(f"{name}{arrays[name].shape}{arrays[name].dtype}".encode())
     digest.update(np.ascontiguousarray(arrays[name]).tobytes())
-  for path, leaf in jax.tree_util.tree_leaves_with_path(jax.device_get(state)):
+  for path, leaf in jax.tree_util.tree_leaves_with_path(jax.device_get((state.params,
+                                                                       state.rng))):
     digest.update(jax.tree_util.keystr(path).encode())
     digest.update(np.ascontiguousarray(leaf).tobytes())
   return digest.hexdigest()
@@ -172,7 +174,8 @@ def claim(output_dir: str, flag: str, overwrite: bool, reads, config: str | None
       raise output_paths.OutputError(
           f"{flag}={path} holds a fine-tuning of another config ({CONFIG_FILE} differs from "
           "this command's); rerun its own command to resume it, or overwrite it.")
-    started_only = set(os.listdir(path)) <= {CONFIG_FILE, *output_paths.RUNNER_FILES}
+    started_only = set(os.listdir(path)) <= {CONFIG_FILE, run_lock.LOCK_FILE,
+                                             *output_paths.RUNNER_FILES}
     resumes.append(stopped_in(path) or (saved is not None and started_only))
     return resumes[-1]
 

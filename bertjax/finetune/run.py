@@ -37,7 +37,7 @@ import time
 import gin
 from absl import flags, logging
 
-from bertjax import cli, configurables
+from bertjax import cli, configurables, run_lock
 from bertjax.configurables import typechecked
 from bertjax.checkpoints import encoders
 from bertjax.checkpoints.formats import open_model
@@ -199,13 +199,21 @@ def run(config: FinetuneRun, options: pipelines.Options, start: float | None = N
   start = time.time() if start is None else start
   model, encoder, tokenizer = open_for_finetuning(config.init_checkpoint, config.tokenizer,
                                                  options)
-  if options.output_dir:
-    # A folder holding this same fine-tuning, stopped by SIGTERM / SIGINT, is resumed.
-    resume.claim(options.output_dir, "--output_dir", overwrite,
-                 reads=[config.init_checkpoint, config.tokenizer], config=gin.config_str())
-    os.makedirs(options.output_dir, exist_ok=True)
+  if not options.output_dir:
+    return _run(config, options, model, encoder, tokenizer, start)
+  # A folder holding this same fine-tuning, stopped by SIGTERM / SIGINT, is resumed; one
+  # process at a time (run_lock), so that two reruns never resume it both.
+  resume.claim(options.output_dir, "--output_dir", overwrite,
+               reads=[config.init_checkpoint, config.tokenizer], config=gin.config_str())
+  os.makedirs(options.output_dir, exist_ok=True)
+  with run_lock.hold(options.output_dir, "fine-tuning"):
     with open(os.path.join(options.output_dir, resume.CONFIG_FILE), "w") as f:
       f.write(gin.config_str())
+    return _run(config, options, model, encoder, tokenizer, start)
+
+
+def _run(config: FinetuneRun, options: pipelines.Options, model, encoder, tokenizer,
+         start: float) -> dict:
   # The whole model: a checkpoint of the task's class continues with its head.
   report = run_task(config.task, model, tokenizer, options, config.feature_mode)
   return finish(report, config.task, encoder.description, options, start,
@@ -253,7 +261,7 @@ def cli_main(argv):
   run stopped by SIGTERM / SIGINT with its state saved by 143 / 130 (`finetune.resume`)."""
   try:
     main(argv)
-  except (ValueError, FileNotFoundError, NonFiniteLossError) as e:
+  except (ValueError, FileNotFoundError, NonFiniteLossError, run_lock.LockError) as e:
     sys.exit(f"python -m bertjax.finetune.run: {e}")
   except preemption.Preempted as e:
     print(e, file=sys.stderr, flush=True)

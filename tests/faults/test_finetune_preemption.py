@@ -10,6 +10,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import sys
 
 import gin
@@ -17,7 +18,7 @@ import jax
 import numpy as np
 import pytest
 
-from bertjax import checkpoints
+from bertjax import checkpoints, run_lock
 from bertjax.checkpoints import converted
 from bertjax.finetune import pipelines, resume, run
 from bertjax.hf import model as hf_model
@@ -157,6 +158,12 @@ def test_sigint_exits_130_and_only_the_same_fine_tuning_resumes(inputs, referenc
   # Other settings, or other data under the same flags, are never mixed into its state.
   assert _finetune((ckpt, data_dir), out, "--learning_rate=1e-3") == 1
   assert "holds a fine-tuning of another config" in capsys.readouterr().err
+  # Nor resumed by two processes at once: this one holds it now.
+  (out / run_lock.LOCK_FILE).write_text(json.dumps({"host": socket.gethostname(),
+                                                    "pid": os.getpid(), "command": "test"}))
+  assert _finetune((ckpt, data_dir), out) == 1
+  assert f"{out} is in use by test (pid {os.getpid()} on" in capsys.readouterr().err
+  (out / run_lock.LOCK_FILE).unlink()
   with open(data_dir / "glue" / "RTE" / "train.tsv", "a") as f:
     f.write("99\ta dog is dry .\tit rains .\tnot_entailment\n")
   assert _finetune((ckpt, data_dir), out) == 1

@@ -66,9 +66,14 @@ def test_sigterm_reaches_every_host_and_is_not_a_death():
   assert launcher.returncode == 143 and "died" not in out, out
 
 
-def test_a_launch_without_a_command_is_refused():
-  with pytest.raises(SystemExit):
-    hosts.main(["--num_processes=2"])
+@pytest.mark.parametrize("argv, message", [
+    (["--num_processes=2"], "no command: give it after `--`"),
+    (["--num_processes=0", "--", "true"], "--num_processes=0: must be >= 1"),
+])
+def test_a_bad_launch_is_refused_before_any_host_starts(argv, message, capsys):
+  with pytest.raises(SystemExit) as stopped:
+    hosts.main(argv)
+  assert stopped.value.code == 2 and message in capsys.readouterr().err
 
 
 @pytest.mark.slow
