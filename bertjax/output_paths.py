@@ -5,7 +5,9 @@ Every command that writes a folder or a file (`convert`, `finetune.run`, `encode
 before any output, so that nothing that exists is overwritten by accident:
 
   * an existing, non-empty folder (or an existing file) is refused, naming it and what it
-    holds, unless the command is given `--overwrite`, which removes it first;
+    holds, unless the command is given `--overwrite`, which removes it first, or the
+    folder is the command's own to continue (`own`: a fine-tuning stopped by SIGTERM,
+    rerun to resume, `finetune.resume`), which is kept as it is;
   * an output that is, holds or lies inside something the command reads (the checkpoint a
     fine-tuning starts from, the model a conversion reads) is refused even with --overwrite;
   * a path that is the wrong kind (a file where a folder goes), or whose folder does not
@@ -16,7 +18,7 @@ into it (guarded by its run lock, `train.run_lock`), so it is refused unless ove
 """
 import os
 import shutil
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 
 # The tables runner's own files in a cell's folder (its log, its attempts), written there
@@ -68,14 +70,19 @@ def _describe(folder: str) -> str:
 
 
 def claim_folder(path: str, flag: str, overwrite: bool = False,
-                 reads: Iterable[Optional[str]] = ()) -> str:
+                 reads: Iterable[Optional[str]] = (),
+                 own: Optional[Callable[[str], bool]] = None) -> str:
   """Makes `path` (a folder) this command's output; returns its absolute path. See the
-  module docstring for what is refused. With `overwrite`, an existing folder is removed."""
+  module docstring for what is refused. With `overwrite`, an existing folder is removed;
+  without, one that `own(path)` says is this command's to continue is kept (`own` may
+  raise OutputError to refuse it with its own reason)."""
   path = os.path.abspath(os.fspath(path))
   _check_reads(path, flag, reads)
   if os.path.exists(path) and not os.path.isdir(path):
     raise OutputError(f"{flag}={path} is a file; give a folder path.")
   if os.path.isdir(path) and set(os.listdir(path)) - set(RUNNER_FILES):
+    if not overwrite and own is not None and own(path):
+      return path
     if not overwrite:
       raise OutputError(f"{flag}={path} exists and is {_describe(path)}. Give a new {flag}, "
                         "or pass --overwrite to replace it.")

@@ -214,8 +214,11 @@ class RunCheckpoints:
     """The input position saved with `step` (0 for None: starting fresh)."""
     if step is None:
       return 0
-    extra = self._restore(step, {EXTRA_ITEM: ocp.args.JsonRestore()})[EXTRA_ITEM] or {}
-    return int(extra.get("batches_consumed", step))
+    return int(self.extra(step).get("batches_consumed", step))
+
+  def extra(self, step: int) -> dict[str, Any]:
+    """The JSON item `extra` saved with `step` (verified first, as every restore)."""
+    return dict(self._restore(step, {EXTRA_ITEM: ocp.args.JsonRestore()})[EXTRA_ITEM] or {})
 
   def restore(self, step: int, abstract_state: Any) -> tuple[Any, dict[str, Any]]:
     """Reads a step into the layout of `abstract_state` (ShapeDtypeStructs with shardings)."""

@@ -96,8 +96,9 @@ def steps_per_epoch(num_examples: int, batch_size: int) -> int:
 
 
 def train_batches(arrays: Arrays, batch_size: int, num_steps: int, seed: int,
-                  bucket_batches: int = 20):
-  """`num_steps` batches from reshuffled epochs (each epoch drops its last partial batch).
+                  bucket_batches: int = 20, skip: int = 0):
+  """`num_steps` batches from reshuffled epochs (each epoch drops its last partial batch),
+  less the first `skip` (drawn, not built: the stream of a run resumed at step `skip`).
 
   Within each run of `bucket_batches` batches of a shuffled epoch, rows are grouped by
   length before batching (and the batches reshuffled), so trimmed batches carry little
@@ -119,7 +120,8 @@ def train_batches(arrays: Arrays, batch_size: int, num_steps: int, seed: int,
     for b in rng.permutation(len(batches)):
       if step == num_steps:
         return
-      yield trim_padding({k: v[batches[b]] for k, v in arrays.items()})
+      if step >= skip:
+        yield trim_padding({k: v[batches[b]] for k, v in arrays.items()})
       step += 1
 
 
@@ -189,7 +191,9 @@ class Finetuner:
 
   def train(self, arrays: Arrays, num_steps: int,
             on_epoch_end: Callable[[float, int], None] | None = None,
-            writer: train_metrics.MetricsWriter | None = None) -> list[dict[str, float]]:
+            writer: train_metrics.MetricsWriter | None = None, start: int = 0,
+            stop_after: Callable[[int], bool] | None = None,
+            unflushed: list | None = None) -> list[dict[str, float]]:
     """Runs `num_steps` updates on the shared loop; returns its train rows (every
     `log_every` steps and the last: step, loss, learning_rate, grad_norm, nonfinite, the
     objective's metrics, throughput, elapsed_s), also written to `writer` if given.
@@ -199,6 +203,10 @@ class Finetuner:
     once the steps so far were checked: with `on_nonfinite='stop'` a NaN/Inf step
     raises NonFiniteLossError before that epoch's model is evaluated (the finetuner's
     state is then gone: nothing trained by it may be used).
+
+    Resuming (`finetune.resume`): `start` is the state's step, `unflushed` the metrics the
+    stopped run had not written; `stop_after(step)` ends training after that step, leaving
+    the metrics not yet written in `self.unflushed`.
     """
     per_epoch = steps_per_epoch(num_rows(arrays), self.config.batch_size)
     own_writer = writer is None
@@ -214,13 +222,16 @@ class Finetuner:
         self._train_step, writer, self.config.log_every,
         tokens=lambda batch: batch["attention_mask"].size,
         on_nonfinite=self.config.on_nonfinite, advice=self._nonfinite_advice, log=logging.info)
-    batches = train_batches(arrays, self.config.batch_size, num_steps, self.config.seed)
+    batches = train_batches(arrays, self.config.batch_size, num_steps, self.config.seed,
+                            skip=start)
     try:
       self.state, _, history = runner.run(
-          self.state, batches, 0, num_steps,
+          self.state, batches, start, num_steps,
           pause_at=lambda step: on_epoch_end is not None and (step % per_epoch == 0
                                                               or step == num_steps),
-          on_pause=epoch_end)
+          on_pause=epoch_end, stop_after=stop_after or (lambda step: False),
+          unflushed=unflushed)
+      self.unflushed = runner.unflushed
     finally:
       if own_writer:
         writer.close()

@@ -30,9 +30,8 @@ from typing import Sequence
 
 import numpy as np
 
-from bertjax import output_paths
 from bertjax.evaluation import glue as glue_eval, readers
-from bertjax.finetune import loop, own_files, pipelines, run, submission
+from bertjax.finetune import loop, own_files, pipelines, resume, run, submission
 
 METRICS = {"classification": ("accuracy",), "regression": ("pearson", "spearman")}
 
@@ -103,8 +102,8 @@ def fine_tune(model: str, kind: str, train: str, dev: str, *, text: str | None =
   data = READERS[kind](train, dev, kind, fields, labels and tuple(labels), options, skips)
   opened, encoder, tokens = run.open_for_finetuning(model, tokenizer, options)
   if options.output_dir:
-    output_paths.claim_folder(options.output_dir, "output_dir", overwrite,
-                              reads=[model, tokenizer, train, dev])
+    resume.claim(options.output_dir, "output_dir", overwrite,
+                 reads=[model, tokenizer, train, dev])  # resumes a stopped fine_tune
     os.makedirs(options.output_dir, exist_ok=True)
   report = FITS[kind](data, opened, tokens, options)
   report["skipped"] = {"count": len(skips), "summary": skips.summary()}

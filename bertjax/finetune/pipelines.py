@@ -111,7 +111,8 @@ def _fit(model, objective, arrays, init: dict, options: Options,
   with _work_dir(options, name) as directory:
     chosen = selection.fit(tuner, arrays, steps, evaluate, metric, directory,
                            options.eval_each_epoch, tensorboard=bool(options.output_dir),
-                           loss_curve=bool(options.output_dir))
+                           loss_curve=bool(options.output_dir),
+                           resumable=bool(options.output_dir))
   report = {"train_rows": n, "train_steps": steps, "history": chosen.train_history,
             "train_time_s": time.time() - start, **chosen.report(), "eval": chosen.scores}
   return tuner, chosen, report

@@ -37,15 +37,16 @@ import time
 import gin
 from absl import flags, logging
 
-from bertjax import cli, configurables, output_paths
+from bertjax import cli, configurables, run_lock
 from bertjax.configurables import typechecked
 from bertjax.checkpoints import encoders
 from bertjax.checkpoints.formats import open_model
 from bertjax.evaluation import glue
-from bertjax.finetune import feature_based, loop, pipelines, tokenization
+from bertjax.finetune import feature_based, loop, pipelines, resume, tokenization
 from bertjax import files
 from bertjax.layers.embeddings import check_length
 from bertjax.models.common.config import max_positions
+from bertjax.train import preemption
 from bertjax.train.loop import NonFiniteLossError
 
 TASKS = tuple(glue.TASKS) + ("squad11", "squad20", "conll2003", "swag")
@@ -193,16 +194,26 @@ def main(argv):
 def run(config: FinetuneRun, options: pipelines.Options, start: float | None = None,
         overwrite: bool = False) -> dict:
   """Loads the encoder, runs the task, prints and writes the report (and returns it).
-  An existing output_dir is refused unless `overwrite` (bertjax.output_paths)."""
+  An existing output_dir is refused unless `overwrite` (bertjax.output_paths), or resumed
+  when it holds this same fine-tuning stopped by SIGTERM / SIGINT (finetune.resume)."""
   start = time.time() if start is None else start
   model, encoder, tokenizer = open_for_finetuning(config.init_checkpoint, config.tokenizer,
                                                  options)
-  if options.output_dir:
-    output_paths.claim_folder(options.output_dir, "--output_dir", overwrite,
-                              reads=[config.init_checkpoint, config.tokenizer])
-    os.makedirs(options.output_dir, exist_ok=True)
-    with open(os.path.join(options.output_dir, "config.gin"), "w") as f:
+  if not options.output_dir:
+    return _run(config, options, model, encoder, tokenizer, start)
+  # A folder holding this same fine-tuning, stopped by SIGTERM / SIGINT, is resumed; one
+  # process at a time (run_lock), so that two reruns never resume it both.
+  resume.claim(options.output_dir, "--output_dir", overwrite,
+               reads=[config.init_checkpoint, config.tokenizer], config=gin.config_str())
+  os.makedirs(options.output_dir, exist_ok=True)
+  with run_lock.hold(options.output_dir, "fine-tuning"):
+    with open(os.path.join(options.output_dir, resume.CONFIG_FILE), "w") as f:
       f.write(gin.config_str())
+    return _run(config, options, model, encoder, tokenizer, start)
+
+
+def _run(config: FinetuneRun, options: pipelines.Options, model, encoder, tokenizer,
+         start: float) -> dict:
   # The whole model: a checkpoint of the task's class continues with its head.
   report = run_task(config.task, model, tokenizer, options, config.feature_mode)
   return finish(report, config.task, encoder.description, options, start,
@@ -246,11 +257,15 @@ def _folder_of(tokenizer: str | None) -> str | None:
 
 
 def cli_main(argv):
-  """main, with bad input and a diverging run reported in one line (exit status 1)."""
+  """main, with bad input and a diverging run reported in one line (exit status 1), and a
+  run stopped by SIGTERM / SIGINT with its state saved by 143 / 130 (`finetune.resume`)."""
   try:
     main(argv)
-  except (ValueError, FileNotFoundError, NonFiniteLossError) as e:
+  except (ValueError, FileNotFoundError, NonFiniteLossError, run_lock.LockError) as e:
     sys.exit(f"python -m bertjax.finetune.run: {e}")
+  except preemption.Preempted as e:
+    print(e, file=sys.stderr, flush=True)
+    sys.exit(e.exit_status)
 
 
 def command() -> None:

@@ -10,6 +10,7 @@ restores the best epoch's params into the finetuner, so test-set predictions com
 from them. The best epoch's dev outputs are kept in memory, so the
 dev predictions written afterwards are that epoch's without another pass.
 """
+import contextlib
 import dataclasses
 import json
 import math
@@ -21,8 +22,8 @@ import jax
 from absl import logging
 
 from bertjax import checkpoints
-from bertjax.finetune import loop
-from bertjax.train import metrics as train_metrics
+from bertjax.finetune import loop, resume
+from bertjax.train import metrics as train_metrics, preemption
 
 METRICS_FILE = train_metrics.METRICS_FILE
 # Orbax ranks steps by a finite number; an undefined score (NaN correlation) is worst.
@@ -53,7 +54,8 @@ class Selection:
 
 def fit(tuner: loop.Finetuner, arrays: loop.Arrays, num_steps: int, evaluate: Evaluate,
         metric: str, directory: str, each_epoch: bool = True,
-        tensorboard: bool = True, loss_curve: bool = False, desc: str = "finetune") -> Selection:
+        tensorboard: bool = True, loss_curve: bool = False, desc: str = "finetune",
+        resumable: bool = False) -> Selection:
   """Trains `num_steps`, evaluating after every epoch (or only at the end), and leaves
   the best evaluated params (by `metric` = "split/name", higher is better) in `tuner`.
 
@@ -64,23 +66,37 @@ def fit(tuner: loop.Finetuner, arrays: loop.Arrays, num_steps: int, evaluate: Ev
   (`FinetuneConfig.show_progress`, named `desc`) counts the steps and names the evaluations. A
   non-finite step stops training (NonFiniteLossError) before that epoch is evaluated,
   unless the config skips such updates.
+
+  `resumable` (`directory` is kept): SIGTERM / SIGINT stop training after the current
+  step, which is saved with the selection so far (`finetune.resume`), and raise
+  preemption.Preempted; a fit stopped so in `directory` is resumed from there.
   """
   split, _, name = metric.partition("/")
+  identity = stopped = None
+  if resumable:
+    identity = resume.fingerprint(tuner.config, arrays, num_steps, metric, tuner.state)
+    stopped = resume.load(directory, tuner.state, identity)
   # A second run into the same folder would rank its epochs against the first run's.
   earlier = [p for p in (METRICS_FILE, checkpoints.RUN_SUBDIR)
              if os.path.exists(os.path.join(directory, p))]
-  if earlier:
-    raise FileExistsError(f"{directory} already holds a fine-tuning run ({', '.join(earlier)}); "
-                          "give a fresh output directory.")
+  if earlier and stopped is None:
+    raise FileExistsError(f"{directory} already holds a fine-tuning run ({', '.join(earlier)}) "
+                          "with no state to resume from; give a fresh output directory.")
+  progress = stopped[1] if stopped else resume.Progress(0, [], {}, [], [])
+  if stopped:
+    tuner.state = stopped[0]
+    resume.rewind(directory, progress.step)
   os.makedirs(directory, exist_ok=True)
   ckpts = checkpoints.RunCheckpoints(directory, keep=0, best_metric=name, best_mode="max",
                                      keep_best=1, async_save=False)
-  writer = train_metrics.MetricsWriter(directory, num_steps,
+  writer = train_metrics.MetricsWriter(directory, num_steps, start_step=progress.step,
                                        show_progress=tuner.config.show_progress,
                                        tensorboard=tensorboard, desc=desc)
-  epochs: list[dict[str, Any]] = []
-  best: dict[str, Any] = {}
-  kept = {}
+  if stopped:
+    writer.print(f"Resumed the fine-tuning stopped after step {progress.step} from "
+                 f"{resume.folder(directory)}.")
+  epochs, best = progress.epochs, progress.best
+  kept = {}  # the best epoch's outputs, when this process evaluated it
 
   def on_epoch_end(epoch: float, step: int) -> None:
     if not each_epoch and step != num_steps:
@@ -105,15 +121,28 @@ def fit(tuner: loop.Finetuner, arrays: loop.Arrays, num_steps: int, evaluate: Ev
       kept["outputs"] = outputs
 
   try:
-    history = tuner.train(arrays, num_steps, on_epoch_end, writer)
-    with writer.phase("writing the best epoch's checkpoint"):
-      ckpts.wait()
+    with preemption.Watch() if resumable else contextlib.nullcontext() as watch:
+      history = progress.history + tuner.train(
+          arrays, num_steps, on_epoch_end, writer, start=progress.step,
+          stop_after=watch.reached if watch else None, unflushed=progress.unflushed)
+      with writer.phase("writing the best epoch's checkpoint"):
+        ckpts.wait()
+      step = int(tuner.state.step)
+      if step < num_steps:  # stopped by a signal
+        writer.print("Stopping: saving the fine-tuning's state.")
+        saved = resume.save(directory, tuner.state, resume.Progress(
+            step, epochs, best, history, tuner.unflushed), identity)
+        raise preemption.Preempted(step, watch.signum, f" in {saved}")
+    resume.clear(directory)
     if best["step"] != num_steps:  # the last epoch was not the best: go back to the best
       target = jax.tree.map(
           lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding),
           {"params": tuner.params})
       restored, _ = ckpts.restore(best["step"], target)
       tuner.state = tuner.state.replace(params=restored["params"])
+    if "outputs" not in kept:  # evaluated before a resume: evaluate it again
+      with writer.phase(f"evaluating epoch {best['epoch']:g} again"):
+        kept["outputs"] = evaluate(tuner)[1]
     if loss_curve:
       with writer.phase("drawing the loss curve"):
         train_metrics.plot_loss_curve(directory)

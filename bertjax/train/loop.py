@@ -70,7 +70,8 @@ class TrainLoop:
   def run(self, state: Any, batches: Iterator, start: int, stop: int, carry: Any = None,
           pause_at: Callable[[int], bool] = _never,
           on_pause: Callable[[int, Any, Any], None] | None = None,
-          stop_after: Callable[[int], bool] = _never) -> tuple[Any, Any, list]:
+          stop_after: Callable[[int], bool] = _never,
+          unflushed: list | None = None) -> tuple[Any, Any, list]:
     """Steps `start` -> `stop`, one batch each; returns (state, carry, rows written).
 
     After a step that `pause_at(steps done)` names, the pending metrics are flushed
@@ -78,9 +79,15 @@ class TrainLoop:
     `stop_after` names (a preemption, `train.preemption`), the run ends there, once that
     pause is over. Each returned row is the written one plus `step` and `elapsed_s`
     (seconds since `run` began).
+
+    A stop between flushes leaves the metrics of the steps since the last flush, unchecked
+    and unwritten, in `self.unflushed` (host copies); passed back as `unflushed` to the run
+    that resumes at `start`, they join its first row, which is then the row an
+    uninterrupted run writes (the same sums, added in the same order).
     """
     began = time.perf_counter()
-    rows, pending = [], []
+    rows, pending = [], list(unflushed or [])
+    self.unflushed = []
     timer = None  # since when the steps of `timed_*` ran; None until compiled
     timed_steps, timed_tokens = 0, 0
     running = None  # the metrics of the step before, still running on the devices
@@ -119,6 +126,7 @@ class TrainLoop:
         on_pause(done, state, carry)
         timer = time.perf_counter()  # Pauses block; keep their time out of tokens/s.
       if stop_after(done):
+        self.unflushed = jax.device_get(pending)
         break
     return state, carry, rows
 
