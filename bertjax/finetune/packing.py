@@ -47,7 +47,7 @@ import numpy as np
 # Families whose encoder takes `segment_ids` / `position_ids` and whose task classes pool
 # at an example's first token (checkpoints.encoders / hf family names).
 PACKABLE = ("bert", "roberta", "albert", "electra", "distilbert", "deberta", "deberta-v2",
-            "modernbert", "spanbert")
+            "modernbert")
 CANNOT_PACK = {
     "xlnet": "XLNet's relative attention takes no segment_ids / position_ids, its rows are "
              "left-padded and its heads summarise the row's last token",
@@ -58,8 +58,12 @@ CANNOT_PACK = {
                   "choose them from the row's first </s>",
 }
 MULTIPLE_CHOICE = "ForMultipleChoice"
-# Per-example features that are token positions: shifted to the example's place in its row.
-POSITIONS = ("start_positions", "end_positions")
+# Per-example features that are token positions (-1: none): shifted to the example's place
+# in its row.
+POSITIONS = ("start_positions", "end_positions", "first_piece")
+SEQUENCE, TOKENS = "ForSequenceClassification", "ForTokenClassification"
+# The task classes packed rows run (one output per example, or per token).
+KINDS = (SEQUENCE, TOKENS, "ForQuestionAnswering")
 DEFAULT_EXAMPLES_PER_ROW = 8
 
 
@@ -68,6 +72,8 @@ def refusal(family: str, config: Any, kind: str) -> str | None:
   if kind == MULTIPLE_CHOICE:
     return ("multiple choice scores an example's endings against each other and they do not "
             "fit one row; its [B, choices, L] rows run unpacked")
+  if kind not in KINDS:
+    return f"packed rows run the task classes ...{' / ...'.join(KINDS)}, not {kind or 'this'}"
   if getattr(config, "attention", None) is not None:
     return (f"long-sequence attention ({type(config.attention).__name__}) cannot keep packed "
             "examples apart: it builds no [L, L] segment mask")
@@ -169,11 +175,14 @@ def pack(arrays: Mapping[str, np.ndarray], max_examples_per_row: int = DEFAULT_E
   packed: dict[str, np.ndarray] = {}
   for key, value in arrays.items():
     value = np.asarray(value)
-    if value.shape[:2] == mask.shape:
+    if value.shape[:2] == mask.shape and key not in POSITIONS:
       packed[key] = _token_array(value, mask, (len(rows), capacity), real, (target_row, target_col))
     elif per_example:
       filled = np.zeros((len(rows), max_examples_per_row, *value.shape[1:]), value.dtype)
-      filled[row, slot] = value + (start if key in POSITIONS else 0)
+      if key in POSITIONS:
+        shift = start.reshape(-1, *[1] * (value.ndim - 1))
+        value = np.where(value >= 0, value + shift, value)
+      filled[row, slot] = value
       packed[key] = filled
   packed["attention_mask"] = np.zeros((len(rows), capacity), np.int32)
   packed["attention_mask"][target_row, target_col] = 1
@@ -210,42 +219,65 @@ def efficiency(attention_mask: np.ndarray) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class Packing:
-  """A run's packing: `enabled`, `max_examples_per_row`, and why it is off (`reason`)."""
+  """A run's packing of one task kind: `enabled`, `max_examples_per_row`, and why it is off
+  (`reason`). Sequence classes give one output per example, the others per token."""
   enabled: bool
+  kind: str = SEQUENCE
   max_examples_per_row: int = DEFAULT_EXAMPLES_PER_ROW
   reason: str | None = None
 
   @classmethod
   def choose(cls, wanted: bool, family: str, config: Any, kind: str,
              max_examples_per_row: int = DEFAULT_EXAMPLES_PER_ROW) -> "Packing":
-    """Packing when `wanted` and the model can pack; else unpacked, saying why."""
-    if not wanted:
-      return cls(False, max_examples_per_row, "turned off (packing=False)")
-    reason = refusal(family, config, kind)
-    return cls(reason is None, max_examples_per_row, reason)
+    """Packing when `wanted` and the model can pack `kind`; else unpacked, saying why."""
+    reason = refusal(family, config, kind) if wanted else "turned off (packing=False)"
+    return cls(reason is None, kind, max_examples_per_row, reason)
 
-  def report(self, arrays: Mapping[str, np.ndarray], packed: Packed | None) -> dict:
-    """What packing did to `arrays`: rows, examples per row, efficiency (real tokens /
-    slots) packed and unpacked."""
+  @property
+  def per_example_outputs(self) -> bool:
+    return self.kind == SEQUENCE
+
+  def pack(self, arrays: Mapping[str, np.ndarray]) -> Packed:
+    """Training rows: per-example targets in slots (but for token tagging); only a
+    sequence classifier reads `example_positions`."""
+    packed = pack(arrays, self.max_examples_per_row, per_example=self.kind != TOKENS)
+    if not self.per_example_outputs:
+      packed.arrays.pop("example_positions", None)
+    return packed
+
+  def train_rows(self, arrays: Mapping[str, np.ndarray], batch_size: int, multiple: int = 1
+                 ) -> tuple[dict[str, np.ndarray], int]:
+    """(packed training rows, rows per batch): a batch holds about `batch_size` examples,
+    as unpacked batches do, so an epoch takes about as many steps; `multiple` (the
+    microbatches) divides the rows per batch."""
+    packed = self.pack(arrays)
+    rows = packed.num_rows
+    per_batch = max(1, round(batch_size * rows / max(len(packed.row), 1)))
+    per_batch = min(-(-per_batch // multiple) * multiple, max(rows // multiple, 1) * multiple)
+    return packed.arrays, per_batch
+
+  def report(self, arrays: Mapping[str, np.ndarray]) -> dict:
+    """What packing does to `arrays`: rows, examples per row, efficiency (real tokens /
+    slots) packed and unpacked; or why it is off."""
     mask = np.asarray(arrays["attention_mask"])
-    report = {"enabled": self.enabled, "examples": len(mask),
+    report = {"enabled": self.enabled, "examples": int(np.prod(mask.shape[:-1])),
               "unpacked_efficiency": round(efficiency(mask), 4)}
-    if packed is None:
+    if not self.enabled:
       return {**report, "reason": self.reason}
+    packed = self.pack({"attention_mask": mask})
     return {**report, "rows": packed.num_rows,
             "examples_per_row": round(len(mask) / max(packed.num_rows, 1), 3),
             "max_examples_per_row": self.max_examples_per_row,
             "efficiency": round(efficiency(packed.arrays["attention_mask"]), 4)}
 
   def predict(self, forward: Callable[..., dict[str, np.ndarray]],
-              arrays: Mapping[str, np.ndarray], output_keys: tuple[str, ...],
-              per_example: bool = False) -> dict[str, np.ndarray]:
+              arrays: Mapping[str, np.ndarray], output_keys: tuple[str, ...]
+              ) -> dict[str, np.ndarray]:
     """`forward(arrays, output_keys, untrim)`'s outputs for every unpacked row of `arrays`,
-    computed on packed rows when packing is on. per_example: the outputs are one per
-    example (sequence logits), else per token."""
+    computed on packed rows when packing is on."""
     if not self.enabled:
       return forward(dict(arrays), output_keys, True)
-    packed = pack(arrays, self.max_examples_per_row, per_example)
-    out = forward(packed.arrays, output_keys, not per_example)
-    unpack = packed.examples if per_example else packed.tokens
+    packed = pack(arrays, self.max_examples_per_row, self.per_example_outputs)
+    out = forward(packed.arrays, output_keys, not self.per_example_outputs)
+    unpack = packed.examples if self.per_example_outputs else packed.tokens
     return {k: unpack(v) for k, v in out.items()}
