@@ -37,7 +37,9 @@ Linformer attention (its projections mix every position of a row) run unpacked, 
 does multiple choice: SWAG's endings of one example are scored against each other, and
 four 60-token endings do not fit one row of max_seq_length, so an example's natural
 packing unit would be a row 4x longer - no fewer slots than its [B, 4, L] rows trimmed of
-their shared padding.
+their shared padding. The feature-based taggers' frozen encoder packs
+(feature_based.extract); their BiLSTM and ELMo's states (word_features) do not: a
+recurrent state would run from one example into the next.
 """
 import dataclasses
 from typing import Any, Callable, Mapping, Sequence
@@ -75,8 +77,9 @@ def refusal(family: str, config: Any, kind: str) -> str | None:
   if kind not in KINDS:
     return f"packed rows run the task classes ...{' / ...'.join(KINDS)}, not {kind or 'this'}"
   if getattr(config, "attention", None) is not None:
-    return (f"long-sequence attention ({type(config.attention).__name__}) cannot keep packed "
-            "examples apart: it builds no [L, L] segment mask")
+    return (f"long-sequence attention ({type(config.attention).__name__}) mixes a row's "
+            "positions across its examples (Linformer's projections of the whole row, "
+            "block-sparse attention's global and random blocks)")
   if family in CANNOT_PACK:
     return CANNOT_PACK[family]
   if family not in PACKABLE:
@@ -102,7 +105,7 @@ def plan(lengths: Sequence[int], capacity: int, max_examples_per_row: int) -> li
     if not 0 < n <= capacity:
       raise ValueError(f"Example {i} has {n} tokens; packing takes 1 to {capacity} (the row "
                        "length) per example.")
-    if used + n > capacity or len(rows[-1]) == max_examples_per_row:
+    if used + n > capacity or len(rows[-1]) >= max_examples_per_row:
       rows.append([])
       used = 0
     rows[-1].append(i)
@@ -151,9 +154,8 @@ def pack(arrays: Mapping[str, np.ndarray], max_examples_per_row: int = DEFAULT_E
     raise ValueError(f"Packing takes rows [N, L]; attention_mask is {mask.shape} (multiple "
                      "choice runs unpacked).")
   count, capacity = mask.shape
-  if per_example and max_examples_per_row >= capacity:
-    raise ValueError(f"max_examples_per_row = {max_examples_per_row} must be below the row "
-                     f"length {capacity}.")
+  # Fewer slots than tokens: per-example arrays [R, E] never look like per-token ones [R, L].
+  max_examples_per_row = min(max_examples_per_row, max(capacity - 1, 1))
   lengths = mask.sum(1)
   if not np.array_equal(mask, np.arange(capacity)[None] < lengths[:, None]):
     raise ValueError("Packing takes right-padded rows (real tokens first); these rows have "

@@ -72,6 +72,11 @@ class Options:
   squad_train_articles: int = 38
   null_threshold: float = 0.0
 
+  def __post_init__(self):
+    if self.max_examples_per_row < 1:
+      raise ValueError(f"Options.max_examples_per_row = {self.max_examples_per_row} "
+                       "(--max_examples_per_row): give 1 or more.")
+
 
 Options.__init__ = typechecked(Options.__init__)
 Options = gin.configurable(Options)

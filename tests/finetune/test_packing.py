@@ -204,10 +204,17 @@ def test_pack_refuses_rows_it_cannot_pack():
   left = {"input_ids": np.ones((1, 4), np.int32), "attention_mask": np.array([[0, 0, 1, 1]])}
   with pytest.raises(ValueError, match="right-padded rows.*XLNet's runs unpacked"):
     packing.pack(left, 2)
-  with pytest.raises(ValueError, match="max_examples_per_row = 4 must be below the row length"):
-    packing.pack({"attention_mask": np.ones((1, 4), np.int32)}, 4)
+  assert packing.pack({"attention_mask": np.ones((2, 4), np.int32) * [1, 0, 0, 0]}, 8
+                      ).arrays["weights"].shape == (1, 3)  # slots: fewer than the row's tokens
   with pytest.raises(ValueError, match="Packing takes rows \\[N, L\\]"):
     packing.pack({"attention_mask": np.ones((1, 2, 4), np.int32)})
+
+
+def test_options_refuse_a_row_cap_that_cannot_be():
+  from bertjax.finetune import pipelines
+  with pytest.raises(ValueError, match="Options.max_examples_per_row = 0 "
+                                       "\\(--max_examples_per_row\\): give 1 or more"):
+    pipelines.Options(max_examples_per_row=0)
 
 
 def _scatter(packed: packing.Packed, per_example: np.ndarray, fill: float) -> np.ndarray:
@@ -283,3 +290,19 @@ def test_a_glue_run_trains_packed_and_evaluates_as_unpacked(tmp_path):
   assert on["dev"]["examples"] == 10 and on["dev"]["rows"] < 5
   assert off["train"]["reason"] == "turned off (packing=False)" and "rows" not in off["train"]
   assert runs[True][1]["train_rows"] == runs[False][1]["train_rows"] == 32
+
+
+def test_feature_based_states_of_packed_rows_are_the_unpacked_ones():
+  """The frozen encoder of the feature-based taggers runs packed: each word's states at its
+  first piece are the ones its sentence gets alone."""
+  from bertjax.finetune import feature_based
+  encoder = bert.BertModel(FAMILIES["bert"])
+  arrays = _examples(0, pairs=False)
+  arrays["first_piece"] = np.where(np.arange(3) < arrays["attention_mask"].sum(1, keepdims=True),
+                                   np.arange(3), -1).astype(np.int32)
+  params = _random_params(encoder, {k: v for k, v in arrays.items() if k != "first_piece"})
+  alone = feature_based.extract(encoder, params, arrays, batch_size=4)
+  together = feature_based.extract(encoder, params, arrays, batch_size=4,
+                                   packer=packing.Packing(True, packing.TOKENS, SLOTS))
+  assert alone.shape == together.shape == (9, 3, 4, 24)
+  np.testing.assert_allclose(together.astype(np.float32), alone.astype(np.float32), atol=1e-3)
