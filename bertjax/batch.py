@@ -63,7 +63,11 @@ FEATURES = {
     # Fine-tuning tasks. Written by bertjax.finetune's featurizers.
     "start_positions": Feature("int32", 0, "SQuAD: answer start token (0 = [CLS]: none)"),
     "end_positions": Feature("int32", 0, "SQuAD: answer end token"),
-    "weights": Feature("float32", 0, "1.0 for a real row, 0.0 for a row padding a batch"),
+    "weights": Feature("float32", 0, "1.0 for a real row, 0.0 for a row padding a batch "
+                                     "(packed rows, [E]: 1.0 per filled example slot)"),
+    "example_positions": Feature("int32", 1, "packed fine-tuning rows, [E]: where each example "
+                                             "slot's example starts, -1 = empty slot "
+                                             "(finetune.packing)"),
     "first_piece": Feature("int32", 1, "NER, [W]: each word's first token, -1 = none "
                                        "(read by the word-level evaluation, not the model)"),
     "features": Feature("float16", 3, "feature-based NER, [W, K, H]: a frozen encoder's K "
@@ -86,6 +90,8 @@ FEATURES = {
 TOKENS = ("input_ids", "token_type_ids")
 # Model inputs of every encoder (objectives select them; packing adds the last two).
 ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids", "segment_ids")
+# Fine-tuned task models: a packed row's sequence classifier also reads its examples' starts.
+TASK_INPUTS = ENCODER_INPUTS + ("example_positions",)
 # Decoder-only LMs: no token types (GPT would look them up in its token table).
 LM_INPUTS = ("input_ids", "attention_mask", "position_ids", "segment_ids")
 # Masked LM targets (MaskedLM, SpanBoundary, ReplacedTokenDetection, DistilBertLoss).

@@ -18,7 +18,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 
-from bertjax.finetune import loop
+from bertjax.finetune import loop, packing
 from bertjax.models.common.scalar_mix import ScalarMix
 from bertjax.objectives import downstream as objectives
 
@@ -39,27 +39,43 @@ def layers_for(mode: str, num_states: int) -> list[int]:
 
 
 class FirstPieceStates(nn.Module):
-  """All hidden states of a frozen encoder at each word's first piece: [B, W, S, H]."""
+  """All hidden states of a frozen encoder at each word's first piece: [B, W, S, H]
+  (packed rows: first_piece [R, E, W] per example slot -> [R, E, W, S, H])."""
   encoder: nn.Module
 
   @nn.compact
-  def __call__(self, input_ids, attention_mask, token_type_ids, first_piece, *,
-               deterministic: bool = True):
+  def __call__(self, input_ids, attention_mask, token_type_ids, first_piece, position_ids=None,
+               segment_ids=None, *, deterministic: bool = True):
+    packed = {k: v for k, v in (("position_ids", position_ids), ("segment_ids", segment_ids))
+              if v is not None}
     out = self.encoder(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                       deterministic=True, output_hidden_states=True)
+                       deterministic=True, output_hidden_states=True, **packed)
     states = jnp.moveaxis(out["hidden_states"], 0, 2)  # [B, L, S, H]
-    index = jnp.maximum(first_piece, 0)[:, :, None, None]
-    return {"states": jnp.take_along_axis(states, index, axis=1)}
+    index = jnp.maximum(first_piece, 0).reshape(len(first_piece), -1)[:, :, None, None]
+    gathered = jnp.take_along_axis(states, index, axis=1)
+    return {"states": gathered.reshape(*first_piece.shape, *gathered.shape[2:])}
+
+
+_EXTRACT_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "first_piece",
+                   "position_ids", "segment_ids")
 
 
 def extract(encoder: nn.Module, encoder_params, arrays: dict[str, np.ndarray],
-            batch_size: int = 64) -> np.ndarray:
-  """float16 [N, W, num_layers + 1, H] first-piece states (zeros for words without one)."""
-  inputs = {k: arrays[k] for k in ("input_ids", "attention_mask", "token_type_ids",
-                                   "first_piece")}
+            batch_size: int = 64, packer: packing.Packing | None = None) -> np.ndarray:
+  """float16 [N, W, num_layers + 1, H] first-piece states (zeros for words without one),
+  the encoder run on packed rows when `packer` is enabled."""
+  inputs = {k: arrays[k] for k in _EXTRACT_INPUTS[:4]}
   module = FirstPieceStates(encoder)
-  states = loop.predict(module, {"encoder": encoder_params}, inputs, ("states",),
-                        lambda b: dict(b), batch_size, untrim=False)["states"]
+  run = lambda rows, size: loop.predict(
+      module, {"encoder": encoder_params}, rows, ("states",),
+      lambda b: {k: b[k] for k in _EXTRACT_INPUTS if k in b}, size, untrim=False)["states"]
+  if packer is not None and packer.enabled:
+    packed = packing.pack(inputs, packer.max_examples_per_row)
+    # Each row's states hold E slots of W words: as many examples per batch as unpacked.
+    states = packed.examples(run(packed.arrays,
+                                 max(1, batch_size // packer.max_examples_per_row)))
+  else:
+    states = run(inputs, batch_size)
   states[arrays["first_piece"] < 0] = 0.0
   return states.astype(np.float16)
 

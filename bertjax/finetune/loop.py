@@ -247,11 +247,11 @@ class Finetuner:
     return self.state.params
 
   def predict(self, arrays: Arrays, output_keys: tuple[str, ...], method: Callable | None = None,
-              **apply_kwargs) -> dict[str, np.ndarray]:
+              untrim: bool = True, **apply_kwargs) -> dict[str, np.ndarray]:
     """Model outputs (float numpy) for every row, in order; batches are padded to one shape."""
     return predict(self.module, self.state.params, arrays, output_keys,
                    self.objective.model_inputs, self.config.eval_batch_size, self._predict_fns,
-                   **apply_kwargs)
+                   untrim=untrim, **apply_kwargs)
 
 
 def predict(module: nn.Module, params: Any, arrays: Arrays, output_keys: tuple[str, ...],

@@ -173,8 +173,8 @@ def _read_tags(train: str, dev: str, kind: str, fields: dict, given, options, sk
 
 def _fit_tags(data, opened, tokens, options) -> dict:
   labels, train_sentences, dev_sentences = data
-  _, chosen, report, _ = pipelines.fit_tags(labels, train_sentences, dev_sentences, opened,
-                                            tokens, options, "your tagged tokens")
+  _, chosen, report, _, _ = pipelines.fit_tags(labels, train_sentences, dev_sentences, opened,
+                                               tokens, options, "your tagged tokens")
   if options.output_dir:
     report["predictions"] = [submission.write_conll(_predictions(options, "dev.txt"),
                                                     dev_sentences, chosen.outputs)]

@@ -33,12 +33,14 @@ from bertjax.configurables import typechecked
 from bertjax.checkpoints import encoders
 from bertjax.evaluation import conll, readers
 from bertjax.evaluation import glue as glue_eval, squad as squad_eval, swag as swag_eval
-from bertjax.finetune import feature_based, glue, loop, ner, selection, squad, submission, swag
+from bertjax.finetune import feature_based, glue, loop, ner, packing, selection, squad
+from bertjax.finetune import submission, swag
 from bertjax.finetune import task_models
 from bertjax.objectives import downstream as objectives
 from bertjax.finetune.tokenization import Tokenizer
 
 PREDICTIONS_DIR = "predictions"
+_EXAMPLES_PER_ROW = packing.DEFAULT_EXAMPLES_PER_ROW  # (Options.packing hides the module)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +58,10 @@ class Options:
   # the mean (an ablation, not exportable).
   pooling: str = "pooler"
   fresh_head: bool = False  # a checkpoint of the task's class: train a new head anyway
+  # Several examples per row (finetune.packing) where the model can pack the task; False:
+  # one example per row, as before.
+  packing: bool = True
+  max_examples_per_row: int = _EXAMPLES_PER_ROW
   data_dir: str | None = None
   # SQuAD
   doc_stride: int = 128
@@ -65,6 +71,11 @@ class Options:
   squad_file: str | None = None
   squad_train_articles: int = 38
   null_threshold: float = 0.0
+
+  def __post_init__(self):
+    if self.max_examples_per_row < 1:
+      raise ValueError(f"Options.max_examples_per_row = {self.max_examples_per_row} "
+                       "(--max_examples_per_row): give 1 or more.")
 
 
 Options.__init__ = typechecked(Options.__init__)
@@ -94,19 +105,33 @@ def _predictions_path(options: Options, *parts: str) -> str | None:
 
 def _fit(model, objective, arrays, init: dict, options: Options,
          evaluate: selection.Evaluate, metric: str, name: str = "",
-         frozen: tuple[str, ...] = (), banner: str | None = None
+         frozen: tuple[str, ...] = (), banner: str | None = None,
+         packer: packing.Packing | None = None
          ) -> tuple[loop.Finetuner, selection.Selection, dict]:
   """Fine-tunes with evaluation after each epoch; the finetuner ends on the best epoch.
 
   init: the weights to start from, {'encoder': ..., 'head': ...} (either may be absent);
-  banner: what is fine-tuned on what, printed with the run's size before it starts."""
+  banner: what is fine-tuned on what, printed with the run's size before it starts;
+  packer: trains on packed rows when enabled (batches of about as many examples)."""
   n = loop.num_rows(arrays)
-  steps = num_train_steps(n, options)
+  config, packed_report = options.finetune, None
+  if packer is not None:
+    packed_report = packer.report(arrays)
+    logging.info("Packing of the training rows: %s", packed_report)
+  if packer is not None and packer.enabled:
+    # Rows per batch split as the unpacked batch would: over microbatches and devices.
+    devices = loop.default_mesh(config).devices.size
+    arrays, rows_per_batch = packer.train_rows(arrays, config.batch_size,
+                                               config.num_microbatches * devices)
+    config = dataclasses.replace(config, batch_size=rows_per_batch)
+  steps = num_train_steps(loop.num_rows(arrays), dataclasses.replace(options, finetune=config))
   if banner:
-    print(f"{banner}: {n} training rows, {steps} steps of batch {options.finetune.batch_size}, "
-          f"peak learning rate {options.finetune.learning_rate:g}.", flush=True)
+    rows = (f"{n} training examples in {loop.num_rows(arrays)} packed rows" if n !=
+            loop.num_rows(arrays) else f"{n} training rows")
+    print(f"{banner}: {rows}, {steps} steps of batch {config.batch_size}, "
+          f"peak learning rate {config.learning_rate:g}.", flush=True)
   start = time.time()
-  tuner = loop.Finetuner(model, objective, arrays, options.finetune, steps, init.get("encoder"),
+  tuner = loop.Finetuner(model, objective, arrays, config, steps, init.get("encoder"),
                          frozen=frozen, head_params=init.get("head"))
   with _work_dir(options, name) as directory:
     chosen = selection.fit(tuner, arrays, steps, evaluate, metric, directory,
@@ -115,17 +140,37 @@ def _fit(model, objective, arrays, init: dict, options: Options,
                            resumable=bool(options.output_dir))
   report = {"train_rows": n, "train_steps": steps, "history": chosen.train_history,
             "train_time_s": time.time() - start, **chosen.report(), "eval": chosen.scores}
+  if packed_report is not None:
+    report["packing"] = {"train": packed_report}
   return tuner, chosen, report
 
 
+def _packer(model: encoders.Encoder, kind: str, options: Options) -> packing.Packing:
+  """How `model` runs `kind`: packed if options.packing and its family can (else why not)."""
+  chosen = packing.Packing.choose(options.packing, model.family.name, model.config, kind,
+                                  options.max_examples_per_row)
+  if options.packing and not chosen.enabled:
+    logging.warning("Running unpacked: %s.", chosen.reason)
+  return chosen
+
+
+def _predict(tuner: loop.Finetuner, packer: packing.Packing, arrays,
+             output_keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+  """The tuner's outputs for every (unpacked) row of `arrays`, run packed when it packs."""
+  return packer.predict(lambda rows, keys, untrim: tuner.predict(rows, keys, untrim=untrim),
+                        arrays, output_keys)
+
+
 def _fit_task(task: task_models.TaskModel, objective, arrays, options: Options,
-              evaluate: selection.Evaluate, metric: str, what: str):
+              evaluate: selection.Evaluate, metric: str, what: str,
+              packer: packing.Packing | None = None):
   """`_fit` of a task model; with an output_dir, the best epoch's model is saved there as a
   converted checkpoint of its transformers class (`what` says where it came from), the
   one copy of its weights: the selection's checkpoint is removed once it is written."""
   tuner, chosen, report = _fit(
       task.module, objective, arrays, task.start, options, evaluate, metric,
-      banner=f"Fine-tuning {task.description} on {what} from {task.encoder.description}")
+      banner=f"Fine-tuning {task.description} on {what} from {task.encoder.description}",
+      packer=packer)
   report["model"] = task.description
   if options.output_dir:
     exported = task_models.save(task, tuner.params, options.output_dir,
@@ -159,7 +204,8 @@ def run_glue(task_name: str, encoder: encoders.Encoder, tokenizer: Tokenizer,
           continue
         examples = glue_eval.read_test_examples(task, split, skips, options.data_dir,
                                                 options.max_eval_examples)
-        logits = tuner.predict(convert(examples), ("logits",))["logits"]
+        logits = _predict(tuner, _packer(encoder, task_models.SEQUENCE, options),
+                          convert(examples), ("logits",))["logits"]
         written.append(submission.write_glue(
             _predictions_path(options, "test", f"{name}.tsv"), [e.guid for e in examples],
             glue_eval.submission_labels(task, logits)))
@@ -182,12 +228,13 @@ def fit_pairs(task: glue_eval.GlueTask, train: list[glue_eval.PairExample],
   convert = lambda examples: encoder.fit_inputs(
       glue.convert_examples(examples, tokenizer, options.max_seq_length))
   converted = {split: (examples, convert(examples)) for split, examples in dev_sets.items()}
+  packer = _packer(encoder, task_models.SEQUENCE, options)
 
   def evaluate(tuner):
     scores, logits = {}, {}
     for split, (examples, arrays) in converted.items():
       start = time.time()
-      logits[split] = tuner.predict(arrays, ("logits",))["logits"]
+      logits[split] = _predict(tuner, packer, arrays, ("logits",))["logits"]
       scores[split] = {**glue_eval.evaluate(task, logits[split], arrays["labels"]),
                        "examples": len(examples), "eval_time_s": time.time() - start}
     return scores, logits
@@ -196,7 +243,8 @@ def fit_pairs(task: glue_eval.GlueTask, train: list[glue_eval.PairExample],
                else objectives.Classification())
   first_split = next(iter(dev_sets))
   tuner, chosen, report = _fit_task(model, objective, convert(train), options, evaluate,
-                                    f"{first_split}/{task.metrics[0]}", task.name)
+                                    f"{first_split}/{task.metrics[0]}", task.name, packer)
+  report["packing"][first_split] = packer.report(converted[first_split][1])
   logging.info("%s best epoch: %s", task.name, chosen.scores)
   return tuner, chosen, report, convert
 
@@ -250,11 +298,12 @@ def fit_spans(version: str, train: list[squad_eval.SquadExample],
   model_keys = ("input_ids", "attention_mask", "token_type_ids", "start_positions",
                 "end_positions")
   golds = {e.qid: list(e.answer_texts) for e in held_out}
+  packer = _packer(encoder, task_models.SPANS, options)
 
   def evaluate(tuner):
     start = time.time()
-    logits = tuner.predict({k: features[k] for k in model_keys[:3]},
-                           ("start_logits", "end_logits"))
+    logits = _predict(tuner, packer, {k: features[k] for k in model_keys[:3]},
+                      ("start_logits", "end_logits"))
     spans = squad.postprocess(held_out, features, logits["start_logits"], logits["end_logits"],
                               options.n_best_size, options.max_answer_length)
     answers, margins = squad.final_answers(spans, version, options.null_threshold)
@@ -268,7 +317,8 @@ def fit_spans(version: str, train: list[squad_eval.SquadExample],
   metric = f"{split}/f1" if version == "1.1" else f"{split}/best_f1"
   tuner, chosen, report = _fit_task(model, objectives.SpanExtraction(),
                                     {k: arrays[k] for k in model_keys}, options, evaluate,
-                                    metric, what)
+                                    metric, what, packer)
+  report["packing"][split] = packer.report(features)
   report["train_questions"] = len(train)
   return tuner, chosen, report
 
@@ -284,10 +334,11 @@ def _conll_sentences(options: Options, skips: readers.SkipLog):
   return train[:options.max_train_examples], dev[:options.max_eval_examples]
 
 
-def _ner_scores(tuner, sentences, arrays, labels: tuple[str, ...] = conll.LABELS
+def _ner_scores(tuner, sentences, arrays, packer: packing.Packing,
+                labels: tuple[str, ...] = conll.LABELS
                 ) -> tuple[dict[str, Any], list[list[str]]]:
   start = time.time()
-  logits = tuner.predict({k: arrays[k] for k in _NER_INPUTS}, ("logits",))["logits"]
+  logits = _predict(tuner, packer, {k: arrays[k] for k in _NER_INPUTS}, ("logits",))["logits"]
   scores = ner.evaluate(logits, arrays, sentences, labels)
   return ({**scores, "sentences": len(sentences), "eval_time_s": time.time() - start},
           ner.word_tags(logits, arrays["first_piece"], sentences, labels))
@@ -298,8 +349,8 @@ def run_ner(encoder: encoders.Encoder, tokenizer: Tokenizer, options: Options) -
   file (public, with gold tags) is scored and predicted with the selected params."""
   skips = readers.SkipLog()
   train, dev = _conll_sentences(options, skips)
-  tuner, chosen, report, convert = fit_tags(conll.LABELS, train, dev, encoder, tokenizer,
-                                            options, "CoNLL-2003")
+  tuner, chosen, report, convert, packer = fit_tags(conll.LABELS, train, dev, encoder,
+                                                    tokenizer, options, "CoNLL-2003")
   logging.info("conll2003 dev (best epoch): f1=%.4f", chosen.scores["dev"]["f1"])
   written = []
   if options.output_dir:
@@ -308,7 +359,7 @@ def run_ner(encoder: encoders.Encoder, tokenizer: Tokenizer, options: Options) -
   test_path = conll.path("test", options.data_dir)
   if options.predict_test and os.path.exists(test_path):
     test = conll.read_sentences(test_path, skips)[:options.max_eval_examples]
-    scores, tags = _ner_scores(tuner, test, convert(test))
+    scores, tags = _ner_scores(tuner, test, convert(test), packer)
     report["eval"]["test"] = scores
     if options.output_dir:
       written.append(submission.write_conll(_predictions_path(options, "conll2003_test.txt"),
@@ -323,21 +374,23 @@ def fit_tags(labels: tuple[str, ...], train: list[conll.Sentence], dev: list[con
              encoder: encoders.Encoder, tokenizer: Tokenizer, options: Options, what: str):
   """Token classification over `labels` (entity tags: O, B-/I-/E-/S-<type>) fine-tuned on
   `train`, selected on `dev` by conlleval's entity F1: (finetuner, selection, report, the
-  sentences -> inputs converter). CoNLL-2003's files and your own (`finetune.own_data`) both
+  sentences -> inputs converter, how it packs). CoNLL-2003's files and your own (`finetune.own_data`) both
   come here; the selection's outputs are the best epoch's dev word tags."""
   model = task_models.build(encoder, task_models.TOKENS, labels, fresh_head=options.fresh_head)
   convert = lambda sentences: ner.convert_sentences(sentences, tokenizer,
                                                     options.max_seq_length, labels)
   train_arrays, dev_arrays = convert(train), convert(dev)
+  packer = _packer(encoder, task_models.TOKENS, options)
 
   def evaluate(tuner):
-    scores, tags = _ner_scores(tuner, dev, dev_arrays, labels)
+    scores, tags = _ner_scores(tuner, dev, dev_arrays, packer, labels)
     return {"dev": scores}, tags
 
   tuner, chosen, report = _fit_task(model, objectives.TokenClassification(),
                                     {k: train_arrays[k] for k in _NER_TRAIN}, options, evaluate,
-                                    "dev/f1", what)
-  return tuner, chosen, report, convert
+                                    "dev/f1", what, packer)
+  report["packing"]["dev"] = packer.report(dev_arrays)
+  return tuner, chosen, report, convert, packer
 
 
 def run_feature_based(encoder: encoders.Encoder, tokenizer: Tokenizer, options: Options,
@@ -353,11 +406,14 @@ def run_feature_based(encoder: encoders.Encoder, tokenizer: Tokenizer, options: 
   train_arrays, dev_arrays = (ner.convert_sentences(s, tokenizer, options.max_seq_length)
                               for s in (train, dev))
   start = time.time()
+  packer = _packer(encoder, task_models.TOKENS, options)  # the encoder runs per token
   states = {name: feature_based.extract(encoder.module, encoder.params, arrays,
-                                        options.finetune.eval_batch_size)
+                                        options.finetune.eval_batch_size, packer)
             for name, arrays in (("train", train_arrays), ("dev", dev_arrays))}
   report: dict[str, Any] = {"train_rows": len(train), "extract_time_s": time.time() - start,
-                            "eval": {}, "predictions": []}
+                            "eval": {}, "predictions": [],
+                            "packing": {"train": packer.report(train_arrays),
+                                        "dev": packer.report(dev_arrays)}}
   positions = np.where(dev_arrays["first_piece"] >= 0,
                        np.arange(dev_arrays["first_piece"].shape[1]), -1)
   for name in modes:
@@ -407,7 +463,8 @@ def run_swag(encoder: encoders.Encoder, tokenizer: Tokenizer, options: Options) 
             logits.argmax(-1))
 
   _, chosen, report = _fit_task(model, objectives.Classification(), arrays, options, evaluate,
-                                "val/accuracy", "SWAG")
+                                "val/accuracy", "SWAG",
+                                _packer(encoder, task_models.CHOICES, options))
   if options.output_dir:
     report["predictions"] = [submission.write_swag(_predictions_path(options, "swag_val.csv"),
                                                    chosen.outputs)]

@@ -112,6 +112,11 @@ _DEFINE_enum("pooling", None, ["pooler", "cls", "mean"],
 flags.DEFINE_boolean("fresh_head", None, "Options.fresh_head: a new head even when the "
                      "checkpoint is the task's class with a head for its labels.",
                      flag_values=FLAGS)
+flags.DEFINE_boolean("packing", None, "Options.packing: several examples per row (no compute "
+                     "on padding) where the model can; --packing=false: one example per row.",
+                     flag_values=FLAGS)
+_DEFINE_integer("max_examples_per_row", None,
+                "Options.max_examples_per_row: the most examples a packed row holds.")
 _DEFINE_integer("doc_stride", None, "Options.doc_stride: SQuAD tokens between windows.")
 _DEFINE_integer("max_query_length", None, "Options.max_query_length: SQuAD question tokens.")
 _DEFINE_integer("max_answer_length", None, "Options.max_answer_length: SQuAD span tokens.")
@@ -135,8 +140,8 @@ FLAG_BINDINGS = {
     "tokenizer": "FinetuneRun.tokenizer", "feature_mode": "FinetuneRun.feature_mode",
     **{name: f"Options.{name}" for name in (
         "output_dir", "data_dir", "max_seq_length", "max_train_examples", "max_eval_examples",
-        "max_steps", "pooling", "fresh_head", "doc_stride", "max_query_length",
-        "max_answer_length",
+        "max_steps", "pooling", "fresh_head", "packing", "max_examples_per_row", "doc_stride",
+        "max_query_length", "max_answer_length",
         "n_best_size", "squad_file", "squad_train_articles", "null_threshold")},
     **{name: f"FinetuneConfig.{name}" for name in (
         "batch_size", "eval_batch_size", "learning_rate", "num_epochs", "warmup_fraction",

@@ -17,7 +17,7 @@ class _FineTuneObjective:
   rng_names: tuple[str, ...] = ()
 
   def model_inputs(self, batch: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
-    return contract.select(batch, contract.ENCODER_INPUTS)
+    return contract.select(batch, contract.TASK_INPUTS)
 
   @staticmethod
   def example_weights(batch: Mapping[str, jax.Array]) -> jax.Array:
@@ -52,19 +52,35 @@ class Regression(_FineTuneObjective):
 
 
 class SpanExtraction(_FineTuneObjective):
-  """SQuAD: mean of the start and end position cross-entropies over the sequence."""
+  """SQuAD: mean of the start and end position cross-entropies over the sequence.
+
+  Packed rows (positions [R, E], one per example slot, with `segment_ids`): each
+  example's softmax runs over its own tokens only."""
 
   def __call__(self, outputs, batch):
     weights = self.example_weights(batch)
     spans = contract.require(batch, contract.SPAN_TARGETS, "SpanExtraction")
-    start, start_ok, count = weighted_cross_entropy(outputs["start_logits"],
+    logits = {k: outputs[k] for k in ("start_logits", "end_logits")}
+    if spans["start_positions"].ndim == 2:
+      segments = contract.require(batch, ("segment_ids",), "SpanExtraction of packed rows")
+      logits = {k: per_example_logits(v, segments["segment_ids"],
+                                      spans["start_positions"].shape[1])
+                for k, v in logits.items()}
+    start, start_ok, count = weighted_cross_entropy(logits["start_logits"],
                                                     spans["start_positions"], weights)
-    end, end_ok, _ = weighted_cross_entropy(outputs["end_logits"], spans["end_positions"],
+    end, end_ok, _ = weighted_cross_entropy(logits["end_logits"], spans["end_positions"],
                                             weights)
     loss = (start + end) / 2
     return safe_mean(loss, count), {"loss": (loss, count),
                                     "start_accuracy": (start_ok, count),
                                     "end_accuracy": (end_ok, count)}
+
+
+def per_example_logits(logits: jax.Array, segment_ids: jax.Array, slots: int) -> jax.Array:
+  """Token logits of packed rows [R, L] -> [R, E, L]: example slot e's, with every token
+  outside it (segment e + 1) at a large negative value."""
+  member = segment_ids[:, None, :] == jnp.arange(1, slots + 1)[None, :, None]
+  return jnp.where(member, logits[:, None, :].astype(jnp.float32), -1e9)
 
 
 class TokenClassification(_FineTuneObjective):

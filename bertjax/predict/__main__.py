@@ -52,6 +52,8 @@ def _define_flags() -> None:
   flags.DEFINE_string("tokenizer", None, "Tokenizer folder; default: the model's own.",
                       flag_values=FLAGS)
   flags.DEFINE_integer("batch_size", 32, "Rows per forward pass.", flag_values=FLAGS)
+  flags.DEFINE_bool("packing", True, "Several inputs per row (no compute on padding) where the "
+                    "model's class can; --packing=false: one per row.", flag_values=FLAGS)
   flags.DEFINE_integer("max_seq_length", None, "Tokens per row (longer inputs are cut); "
                        "default: the model's position table.", flag_values=FLAGS)
   flags.DEFINE_integer("top_k", None, "Labels (text-classification) or words (fill-mask) "
@@ -110,7 +112,8 @@ def main(argv: list[str]) -> None:
     output = output_paths.claim_file(FLAGS.output, "--output", FLAGS.overwrite,
                                      reads=[FLAGS.model, FLAGS.input, FLAGS.tokenizer])
   rows = read_rows(FLAGS.input)
-  options = {"batch_size": FLAGS.batch_size, "max_seq_length": FLAGS.max_seq_length}
+  options = {"batch_size": FLAGS.batch_size, "max_seq_length": FLAGS.max_seq_length,
+             "packing": FLAGS.packing}
   predict = tasks.pipeline(FLAGS.task, FLAGS.model, FLAGS.tokenizer, **options)
   inputs = inputs_of(rows, predict.task, _renames(FLAGS.columns), FLAGS.input)
   call = {} if FLAGS.top_k is None else {"top_k": FLAGS.top_k}

@@ -13,7 +13,10 @@ class SentenceEmbeddings:
 
   def __init__(self, model: str, tokenizer: str | None = None, batch_size: int = 32,
                max_seq_length: int | None = None, pooling: str | None = None,
-               normalize: bool | None = None):
+               normalize: bool | None = None, packing: bool = True):
+    if not packing:
+      raise ValueError("sentence-embeddings always runs on packed rows (sbert.encode: exact, "
+                       "each text attends only to itself); drop packing=False (--packing).")
     if tokenizer is not None:
       raise ValueError("sentence-embeddings reads the tokenizer of the model's folder; give a "
                        "folder holding both (or convert the model with its tokenizer).")

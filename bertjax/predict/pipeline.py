@@ -8,8 +8,9 @@
 checkpoint, a Hugging Face or sentence-transformers folder, a pretraining run). Inputs are
 laid out by the model's own tokenizer, cut to `max_seq_length` and run in batches of
 `batch_size` rows through the featurizers and the batched forward pass that fine-tuning
-evaluates with (`finetune.glue` / `squad` / `features`, `finetune.loop.predict`), so a
-prediction here is the one its evaluation scored. A call takes one input (giving one
+evaluates with (`finetune.glue` / `squad` / `features`, `finetune.loop.predict`, on packed
+rows where the model can pack them: `finetune.packing`), so a prediction here is the one its
+evaluation scored. A call takes one input (giving one
 result) or a list (giving a list). Labels come back by their names (the model's
 config.json `id2label`). Outputs follow transformers' pipelines of the same names.
 """
@@ -22,6 +23,7 @@ from bertjax import batch as contract
 from bertjax.checkpoints.formats import open_model
 from bertjax.checkpoints.model import HFModel
 from bertjax.finetune import loop, tokenization
+from bertjax.finetune.packing import Packing
 from bertjax.hf import tasks as hf_tasks
 from bertjax.models.common.config import max_positions
 
@@ -36,7 +38,9 @@ class Pipeline:
   fix = ""
 
   def __init__(self, model: str | HFModel, tokenizer: str | None = None,
-               batch_size: int = 32, max_seq_length: int | None = None):
+               batch_size: int = 32, max_seq_length: int | None = None, packing: bool = True):
+    """packing: several inputs per row where the model's class can (finetune.packing);
+    False: one per row."""
     self.model = model if isinstance(model, HFModel) else open_model(model, tokenizer)
     if self.architectures is not None and not self.model.architecture.endswith(
         self.architectures):
@@ -49,6 +53,8 @@ class Pipeline:
     limit = max_positions(self.model.config) or 512
     self.max_seq_length = min(max_seq_length or limit, limit)
     self._cache: dict = {}
+    self.packing = Packing.choose(packing, self.model.family.name, self.model.config,
+                                  kind(self.model.architecture) or "")
 
   @functools.cached_property
   def tokenizer(self) -> tokenization.Tokenizer:
@@ -72,12 +78,14 @@ class Pipeline:
 
   def forward(self, arrays: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
     """The model's `outputs` for every row of `arrays`, as fine-tuning evaluates them."""
-    return loop.predict(self.model.module, self.model.params, self.model.fit_inputs(arrays),
-                        tuple(outputs), _encoder_inputs, self.batch_size, self._cache)
+    run = lambda rows, keys, untrim: loop.predict(
+        self.model.module, self.model.params, rows, keys, _encoder_inputs, self.batch_size,
+        self._cache, untrim=untrim)
+    return self.packing.predict(run, self.model.fit_inputs(arrays), tuple(outputs))
 
 
 def _encoder_inputs(batch: dict) -> dict:
-  return contract.select(batch, contract.ENCODER_INPUTS)
+  return contract.select(batch, contract.TASK_INPUTS)
 
 
 def kind(architecture: str) -> str | None:

@@ -77,8 +77,9 @@ def test_text_classification_of_texts_and_pairs_names_the_labels(folders, tmp_pa
   inputs = [TEXTS[0], (TEXTS[0], TEXTS[1]), TEXTS[2], {"text": TEXTS[1], "text_pair": TEXTS[2]}]
   as_theirs = [x if isinstance(x, (str, dict)) else {"text": x[0], "text_pair": x[1]}
                for x in inputs]
-  for path in (folder, checkpoint):
-    ours = bertjax.pipeline("text-classification", path, batch_size=2)
+  for path, packing in ((folder, True), (checkpoint, True), (folder, False)):
+    ours = bertjax.pipeline("text-classification", path, batch_size=2, packing=packing)
+    assert ours.packing.enabled == packing  # several inputs per row, or one (--packing=false)
     _close(ours(inputs, top_k=None), [theirs(x, top_k=None) for x in as_theirs])
     best = ours(inputs)
     assert {b["label"] for b in best} <= set(SENTIMENT.values())
@@ -89,6 +90,7 @@ def test_text_classification_of_texts_and_pairs_names_the_labels(folders, tmp_pa
 def test_token_classification_reports_each_token(folders):
   folder = folders["token-classification"]
   ours = bertjax.pipeline("ner", folder)
+  assert ours.packing.enabled
   theirs = transformers.pipeline("token-classification", model=folder, ignore_labels=[])
   for text in TEXTS:
     found = ours(text, ignore_labels=())

@@ -60,6 +60,33 @@ def pool(outputs: dict, attention_mask: jax.Array | None, pooling: str) -> jax.A
   raise ValueError(f"Unknown pooling {pooling!r}; use one of {POOLINGS}.")
 
 
+def packed_examples(encoder: nn.Module, outputs: dict, segment_ids: jax.Array,
+                    example_positions: jax.Array, pooling: str) -> dict:
+  """A packed row's encoder outputs as one length-1 sequence per example slot: the
+  [R * E, 1, H] hidden state a head pooling `pooling` reads (the example's first token;
+  its last, or the mean of its tokens) and the pooler's output there, so the family's own
+  head runs on it unchanged. Example slot e holds segment e + 1 (finetune.packing)."""
+  hidden = outputs["last_hidden_state"]
+  rows, slots = example_positions.shape
+  member = segment_ids[:, None, :] == jnp.arange(1, slots + 1)[None, :, None]  # [R, E, L]
+  first = jnp.maximum(example_positions, 0)
+  if pooling == "mean":
+    weights = member.astype(jnp.float32)
+    pooled = (jnp.einsum("rel,rlh->reh", weights, hidden.astype(jnp.float32))
+              / jnp.maximum(weights.sum(-1), 1.0)[..., None]).astype(hidden.dtype)
+  else:
+    position = first + jnp.maximum(member.sum(-1) - 1, 0) if pooling == "last" else first
+    pooled = jnp.take_along_axis(hidden, position[..., None], axis=1)  # [R, E, H]
+  pooled = pooled.reshape(rows * slots, 1, hidden.shape[-1])
+  pooler_output = None
+  if outputs.get("pooler_output") is not None:
+    if not hasattr(encoder, "pooler"):
+      raise ValueError(f"{type(encoder).__name__} returns a pooler_output but has no `pooler` "
+                       "layer to apply at each packed example: run it unpacked.")
+    pooler_output = jnp.tanh(encoder.pooler(pooled[:, 0]))  # BERT's pooler: tanh(dense)
+  return {"last_hidden_state": pooled, "pooler_output": pooler_output}
+
+
 class ClassifierHead(nn.Module):
   """[dropout -> dense -> activation] -> dropout -> linear, in float32.
 
@@ -121,13 +148,29 @@ class SequenceClassifier(_TaskModel):
                           self.first_dropout, name="head")
     return head(pool(outputs, attention_mask, self.pooling), deterministic=deterministic)
 
+  def pooling_kind(self) -> str:
+    """Where `classify` pools (read to pool packed examples alike)."""
+    return self.pooling
+
   @nn.compact
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
-               deterministic: bool = True, output_hidden_states: bool = False, **inputs) -> dict:
+               deterministic: bool = True, output_hidden_states: bool = False,
+               example_positions=None, **inputs) -> dict:
+    """example_positions: packed rows [R, E] (with `segment_ids`): `logits` [R, E, K],
+    one per example slot (finetune.packing)."""
     out = self.encode(_inputs(inputs, input_ids, attention_mask, token_type_ids, position_ids),
                       deterministic, output_hidden_states)
-    logits = self.classify(out, attention_mask, self.num_labels, deterministic)
-    return {**self.passed_through(out), "logits": logits}
+    if example_positions is None:
+      logits = self.classify(out, attention_mask, self.num_labels, deterministic)
+      return {**self.passed_through(out), "logits": logits}
+    if inputs.get("segment_ids") is None:
+      raise ValueError("example_positions (packed rows) come with segment_ids.")
+    pooled = packed_examples(self.encoder, out, inputs["segment_ids"], example_positions,
+                             self.pooling_kind())
+    rows, slots = example_positions.shape
+    logits = self.classify(pooled, jnp.ones((rows * slots, 1), jnp.int32), self.num_labels,
+                           deterministic)
+    return {**self.passed_through(out), "logits": logits.reshape(rows, slots, -1)}
 
 
 class MultipleChoice(SequenceClassifier):

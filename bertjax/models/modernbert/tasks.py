@@ -48,6 +48,9 @@ class _Classifies:
                      self.FIRST_REAL_TOKEN)
     return Head(self.config, num_outputs, name="head")(pooled, deterministic=deterministic)
 
+  def pooling_kind(self) -> str:
+    return self.config.classifier_pooling
+
 
 class SequenceClassifier(_Classifies, heads.SequenceClassifier):
   config: ModernBertConfig = None
