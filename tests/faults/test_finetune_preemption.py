@@ -21,7 +21,7 @@ import pytest
 from bertjax import checkpoints, run_lock
 from bertjax.checkpoints import converted
 from bertjax.finetune import pipelines, resume, run
-from bertjax.hf import model as hf_model
+from bertjax.checkpoints import model as hf_model
 from bertjax.train import loop as train_loop, metrics as train_metrics
 from tests.finetune.test_run import _tiny_hf
 from tests.helpers import finetune as ftl
