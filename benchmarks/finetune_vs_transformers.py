@@ -362,11 +362,14 @@ def task_rows(value: str) -> dict[str, int]:
 
 
 def table_row(task: str, side: str, r: dict, theirs: dict | None) -> str:
+  """One side's row; a run too short for a step after --skip_steps has no steady rate."""
+  steady = r["timed_steps"] > 0
+  rate = f"{r['examples_per_s']:.1f}" if steady else "n/a (no step after --skip_steps)"
   ratios = "| | |"
   if theirs is not None:
-    ratios = (f"| {r['examples_per_s'] / theirs['examples_per_s']:.2f} "
-              f"| {r['wall_s'] / theirs['wall_s']:.2f} |")
-  return (f"| {task} | {side} | {r['wall_s']:.1f} | {r['examples_per_s']:.1f} "
+    speed = f"{r['examples_per_s'] / theirs['examples_per_s']:.2f}" if steady else "n/a"
+    ratios = f"| {speed} | {r['wall_s'] / theirs['wall_s']:.2f} |"
+  return (f"| {task} | {side} | {r['wall_s']:.1f} | {rate} "
           f"| {r['score']:.4f} | {r['packing_efficiency']:.3f} {ratios}")
 
 
