@@ -251,9 +251,12 @@ class Packing:
                  ) -> tuple[dict[str, np.ndarray], int]:
     """(packed training rows, rows per batch): a batch holds about `batch_size` examples,
     as unpacked batches do, so an epoch takes about as many steps; `multiple` (the
-    microbatches) divides the rows per batch."""
+    microbatches times the devices) divides the rows per batch. Data that packs into fewer
+    rows than `multiple` trains unpacked, `batch_size` rows a batch."""
     packed = self.pack(arrays)
     rows = packed.num_rows
+    if rows < multiple:  # too few packed rows for one batch over every device: unpacked
+      return dict(arrays), batch_size
     per_batch = max(1, round(batch_size * rows / max(len(packed.row), 1)))
     per_batch = min(-(-per_batch // multiple) * multiple, max(rows // multiple, 1) * multiple)
     return packed.arrays, per_batch

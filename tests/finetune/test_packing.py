@@ -198,6 +198,10 @@ def test_a_packed_batch_holds_about_as_many_examples():
   assert per_row > 2 and abs(per_batch * per_row - 16) <= per_row / 2
   _, even = packing.Packing(True, max_examples_per_row=SLOTS).train_rows(arrays, 16, 4)
   assert even % 4 == 0 and even >= per_batch
+  # Fewer packed rows than the devices a batch spreads over: training stays unpacked.
+  few = _examples(0, pairs=False, count=4)
+  rows, per_batch = packing.Packing(True, max_examples_per_row=SLOTS).train_rows(few, 4, 4)
+  assert per_batch == 4 and rows["input_ids"].shape == few["input_ids"].shape
 
 
 def test_pack_refuses_rows_it_cannot_pack():
