@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from typing import Callable, Optional
 
 from bertjax import output_paths, paths, progress
@@ -50,9 +51,13 @@ def run_command(cell: Cell, out, timeout: Optional[float] = None,
   if compilation_cache and not env.get("JAX_COMPILATION_CACHE_DIR"):
     env["JAX_COMPILATION_CACHE_DIR"] = compilation_cache
   pin = () if cpus is None else ("taskset", "--cpu-list", ",".join(map(str, sorted(cpus))))
-  child = subprocess.Popen(pin + (sys.executable,) + cell.command[1:], cwd=paths.REPO_ROOT,
-                           env=env, stdout=out, stderr=subprocess.STDOUT,
-                           preexec_fn=_end_with_parent)
+  with warnings.catch_warnings():
+    # JAX warns on every fork of a process that loaded it; this child only sets its
+    # death signal and execs a new Python, which is safe.
+    warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+    child = subprocess.Popen(pin + (sys.executable,) + cell.command[1:], cwd=paths.REPO_ROOT,
+                             env=env, stdout=out, stderr=subprocess.STDOUT,
+                             preexec_fn=_end_with_parent)
   try:
     return child.wait(timeout=timeout)
   except subprocess.TimeoutExpired:

@@ -5,6 +5,7 @@ import json
 import os
 import threading
 import time
+import warnings
 from unittest import mock
 
 import pytest
@@ -236,3 +237,17 @@ def test_the_command_passes_workers_on(tmp_path, monkeypatch):
       cli.main(["toy", "--scale=tiny", f"--out={tmp_path / 'other'}", "--workers=5"],
                execute=fake)
   assert fake.cores["pretrain/a"] in ({0}, {1}) and not (tmp_path / "other").exists()
+
+
+def test_starting_a_cell_from_a_process_that_loaded_jax_warns_nothing(tmp_path):
+  """JAX warns on any fork of a process whose backend started; a cell's fork only execs a new
+  Python, so the runner's log stays free of that warning (and any other)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  jax.devices()  # the warning comes once its backend has started
+  cell = grid.Cell("quiet/a", "quiet", str(tmp_path / "a"), ("python", "-c", "print('ran')"))
+  os.makedirs(cell.directory)
+  with warnings.catch_warnings(record=True) as caught, open(tmp_path / "log", "w") as out:
+    warnings.simplefilter("always")
+    assert runner.run_command(cell, out) == 0
+  assert [str(w.message) for w in caught] == []
+  assert "ran" in (tmp_path / "log").read_text()
