@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 from bertjax.train import optimizers, state as train_state, step as train_step  # noqa: E402
 from bertjax.models import albert, bert, distilbert, roberta, spanbert
 from bertjax.models.common import distillation  # noqa: E402
-from bertjax.models import deberta, electra  # noqa: E402
+from bertjax.models import deberta, electra, modernbert  # noqa: E402
 from bertjax.objectives import distill, mlm, nsp, rtd, sbo  # noqa: E402
 
 VOCAB = 30522
@@ -82,6 +82,14 @@ def _deberta(version: int) -> Callable[[], Bench]:
   return build
 
 
+def _modernbert() -> Bench:
+  # Its published layout at this width: every 3rd layer global, the others a 128-token
+  # window; GeGLU of 683 (3 x 256 x 683 weights, BERT's MLP has 2 x 256 x 1024).
+  cfg = modernbert.ModernBertConfig(**{**SMALL, "intermediate_size": 683}, pad_token_id=0,
+                                    cls_token_id=101, sep_token_id=102)
+  return Bench(modernbert.ModernBertForMaskedLM(cfg), mlm.MaskedLM())
+
+
 def _bert() -> Bench:
   return Bench(bert.BertForPreTraining(bert.BertConfig(**SMALL)),
                nsp.bert_pretraining("nsp"), ("next_sentence_label",))
@@ -97,6 +105,7 @@ BUILDERS: dict[str, Callable[[], Bench]] = {
     "electra (disc. + 1/4-width generator, RTD)": _electra,
     "deberta-v1 (c2p+p2c, 512 rel. positions)": _deberta(1),
     "deberta-v3 (256 log buckets, shared keys)": _deberta(2),
+    "modernbert (rotary, GeGLU, 1 in 3 layers global)": _modernbert,
 }
 
 

@@ -6,7 +6,10 @@ r"""Dense vs BigBird / Longformer / Linformer attention as the sequence grows, o
 A tiny BERT encoder (2 layers, hidden 64, 2 heads, batch 1) - the attention dominates at
 these lengths - with each attention from `bertjax.layers.long_attention.kinds.attention`:
 BigBird block 64 + 3 random blocks (the sparse path at every length), Longformer w = 128
-per side with [CLS] global, Linformer k = 256 (headwise). For each length it times the
+per side with [CLS] global, Linformer k = 256 (headwise); and ModernBERT of the same size,
+whose first layer is global (dense) and second a 128-token sliding window (64 keys either
+side, computed band by band: bertjax.layers.sliding_window), so at long lengths it costs
+about half of dense: its global layers stay quadratic. For each length it times the
 jitted forward pass and a train step (gradient of a scalar loss + SGD update), median of
 `repeats` runs after compilation, and reads the compiled step's peak buffer memory from
 XLA (`memory_analysis`: arguments + outputs + temporaries; independent of machine load).
@@ -24,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bertjax.layers.long_attention import kinds as attention_types
-from bertjax.models import bert
+from bertjax.models import bert, modernbert
 
 VARIANTS = {
     "dense": dict(attention_type="dense"),
@@ -33,10 +36,18 @@ VARIANTS = {
     "longformer": dict(attention_type="longformer", window=128, global_tokens=(0,),
                        max_global_tokens=8),
     "linformer": dict(attention_type="linformer", projected_length=256, sharing="headwise"),
+    "modernbert": None,  # its own model (build)
 }
 
 
 def build(variant: str, max_length: int):
+  if variant == "modernbert":
+    cfg = modernbert.ModernBertConfig(vocab_size=128, hidden_size=64, num_layers=2, num_heads=2,
+                                      intermediate_size=128, local_attention=128,
+                                      pad_token_id=0, cls_token_id=1, sep_token_id=2)
+    model = modernbert.ModernBertModel(cfg)
+    ids = jnp.ones((1, 8), jnp.int32)
+    return model, model.init(jax.random.PRNGKey(0), ids)["params"]
   options = dict(VARIANTS[variant])
   if variant == "linformer":
     options["max_length"] = max_length

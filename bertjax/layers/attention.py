@@ -110,20 +110,25 @@ class MultiHeadAttention(nn.Module):
       key, value, filled = kv_cache.update(self, key, value)
       mask = combine_masks(mask, filled)
 
-    dropout = not deterministic and self.dropout_rate > 0
-    if self.implementation == "xla" or looked_into(self):
-      probs = attention_probs(query, key, mask, bias, self.scale_logits)
-      probs = observe(self, attention_dropout(self, probs, self.dropout_rate, deterministic))
-      context = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(self.dtype), value)
-    else:
-      context = fused_attention(query, key, value, mask, bias, self.scale_logits,
-                                self.implementation, dropout)
+    context = self.attend(query, key, value, mask, bias, deterministic)
     context = nn.with_logical_constraint(context, ("batch", "length", "heads", "kv"))
 
     out = dense.DenseGeneral(inputs_q.shape[-1], ("heads", "kv", "embed"), contract_dims=2,
                              use_bias=self.use_bias, init_std=self.init_std, dtype=self.dtype,
                              name="out")(context)
     return nn.with_logical_constraint(out, ("batch", "length", "embed"))
+
+  def attend(self, query: jax.Array, key: jax.Array, value: jax.Array, mask, bias,
+             deterministic: bool) -> jax.Array:
+    """[B, Q, heads, d] context of the projected (and rotated) heads: the explicit
+    softmax, or the fused kernel of `implementation`. Subclasses change how keys are
+    chosen (bertjax.layers.sliding_window)."""
+    if self.implementation == "xla" or looked_into(self):
+      probs = attention_probs(query, key, mask, bias, self.scale_logits)
+      probs = observe(self, attention_dropout(self, probs, self.dropout_rate, deterministic))
+      return jnp.einsum("bhqk,bkhd->bqhd", probs.astype(self.dtype), value)
+    return fused_attention(query, key, value, mask, bias, self.scale_logits,
+                           self.implementation, not deterministic and self.dropout_rate > 0)
 
   def _rotate(self, query: jax.Array, key: jax.Array, positions: Optional[jax.Array]):
     if self.decode or self.cache_cross_kv or query.shape[1] != key.shape[1]:
@@ -154,8 +159,10 @@ def looked_into(module: nn.Module) -> bool:
 
 
 def fused_attention(query, key, value, mask, bias, scale_logits: bool, implementation: str,
-                    dropout: bool) -> jax.Array:
-  """[B, Q, heads, d] context through jax.nn.dot_product_attention's `implementation`."""
+                    dropout: bool, local_window_size: Optional[int] = None) -> jax.Array:
+  """[B, Q, heads, d] context through jax.nn.dot_product_attention's `implementation`;
+  `local_window_size`: each query sees only the keys at most that far away (its sliding
+  window, which the kernel skips outside of)."""
   check_implementation(implementation)
   if dropout:
     raise ValueError(f"attention_implementation={implementation!r} has no attention dropout; "
@@ -167,7 +174,8 @@ def fused_attention(query, key, value, mask, bias, scale_logits: bool, implement
     mask = jnp.broadcast_to(mask, (query.shape[0], 1, query.shape[1], key.shape[1]))
   return jax.nn.dot_product_attention(
       query, key, value, bias=None if bias is None else bias.astype(query.dtype), mask=mask,
-      scale=None if scale_logits else 1.0, implementation=implementation)
+      scale=None if scale_logits else 1.0, implementation=implementation,
+      local_window_size=None if local_window_size is None else (local_window_size,) * 2)
 
 
 def attention_probs(query: jax.Array, key: jax.Array, mask: Optional[jax.Array] = None,

@@ -8,7 +8,8 @@ What differs from BERT, all inside the modules here:
 - a GeGLU feed-forward: GELU(x W) * (x V);
 - every `global_attn_every_n_layers`-th layer (from the first) attends to the whole input,
   the others to a sliding window of `local_attention` tokens (each token sees the keys at
-  most local_attention / 2 positions away);
+  most local_attention / 2 positions away), computed band by band so that the keys outside
+  it cost nothing (bertjax.layers.sliding_window);
 - the MLM head and the task heads share one layout: dense, activation, norm.
 
 The layers are separate modules, not one `nn.scan` body: the first lacks a norm and the
@@ -21,7 +22,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from bertjax.layers import activations, attention, dense, embeddings, ffn, norms
+from bertjax.layers import activations, attention, dense, embeddings, ffn, norms, sliding_window
+from bertjax.layers.long_attention import token_mask
 from bertjax.models.bert.model import gather_positions
 from bertjax.models.common.config import EncoderConfig
 
@@ -123,13 +125,6 @@ def modernbert_large(**overrides) -> ModernBertConfig:
 SIZES = {"tiny": modernbert_tiny, "base": modernbert_base, "large": modernbert_large}
 
 
-def window_mask(length: int, radius: int) -> jax.Array:
-  """[1, 1, L, L]: query i may see key j when |i - j| <= radius (by index, as transformers'
-  sliding-window mask; in a packed row the segment mask also applies)."""
-  index = jnp.arange(length)
-  return (jnp.abs(index[:, None] - index[None, :]) <= radius)[None, None]
-
-
 def _norm(cfg: ModernBertConfig, name: str, dtype=None) -> norms.LayerNorm:
   return norms.LayerNorm(cfg.layer_norm_eps, jnp.dtype(dtype or cfg.dtype), cfg.norm_bias,
                          name=name)
@@ -162,10 +157,16 @@ class ModernBertLayer(nn.Module):
     cfg = self.config
     dtype = jnp.dtype(cfg.dtype)
     is_global = cfg.is_global(self.index)
-    attend = attention.MultiHeadAttention(
-        cfg.num_heads, cfg.head_dim, cfg.attention_dropout, cfg.attention_bias,
-        init_std=cfg.initializer_range, dtype=dtype, implementation=cfg.attention_implementation,
-        rotary_base=cfg.rotary_base if is_global else cfg.local_rotary_base, name="attention")
+    options = dict(init_std=cfg.initializer_range, dtype=dtype, name="attention",
+                   implementation=cfg.attention_implementation)
+    if is_global:
+      attend = attention.MultiHeadAttention(cfg.num_heads, cfg.head_dim, cfg.attention_dropout,
+                                            cfg.attention_bias, rotary_base=cfg.rotary_base,
+                                            **options)
+    else:
+      attend = sliding_window.SlidingWindowAttention(
+          cfg.num_heads, cfg.head_dim, cfg.attention_dropout, cfg.attention_bias,
+          rotary_base=cfg.local_rotary_base, radius=cfg.window_radius, **options)
     # The first layer reads the embedding norm's output directly.
     h = x if self.index == 0 else _norm(cfg, "attention_norm")(x)
     h = attend(h, mask=global_mask if is_global else local_mask, positions=positions,
@@ -202,8 +203,7 @@ class ModernBertModel(nn.Module):
     if position_ids is None:
       position_ids = jnp.broadcast_to(jnp.arange(length), input_ids.shape)
     global_mask = attention.encoder_mask(attention_mask, segment_ids)
-    local_mask = attention.combine_masks(global_mask,
-                                         window_mask(length, self.config.window_radius))
+    local_mask = token_mask.from_features(attention_mask, segment_ids)  # per token: no [L, L]
     x = self.embeddings(input_ids, deterministic=deterministic)
     states = [x]
     for layer in self.layers:
