@@ -268,8 +268,12 @@ def read(folder: str | os.PathLike) -> Record:
     if getattr(trained, "RELEASED_AS", None) != data["architecture"]:
       raise ValueError(f"{path}: {cut_from} is not released as {data['architecture']!r}. {fix}")
   tokenizer = data.get("tokenizer", ".")
-  if tokenizer is not None:
-    files.inside(folder, tokenizer)
+  if tokenizer is not None and not (isinstance(tokenizer, str) and os.path.commonpath(
+      [os.path.realpath(folder), os.path.realpath(os.path.join(folder, tokenizer))])
+                                    == os.path.realpath(folder)):
+    raise ValueError(f"{path}: tokenizer folder {tokenizer!r} is not a folder inside "
+                     f"{os.fspath(folder)}; a record names its tokenizer files' folder relative "
+                     f"to its own. {fix}")
   return Record(data["family"], data["architecture"], config, data.get("module_options", {}),
                 data.get("dtype"), tokenizer, weights["folder"], weights.get("subtree"),
                 cut_from, data.get("source"))
