@@ -9,7 +9,7 @@ Every producer writes it: the trainer (in a `python -m bertjax.main` model_dir),
    "architecture": "ElectraForPreTraining",    # the transformers class our module implements
    "config": {"class": "bertjax.models.electra.model.ElectraConfig",
               "fields": {"hidden_size": 256, "labels": ["LABEL_0", "LABEL_1"], ...}},
-   "module_options": {},                       # module fields apart from the architecture's defaults
+   "module_options": {},                       # module fields unlike the architecture's
    "dtype": "bfloat16",                        # the compute dtype it was trained / run in
    "tokenizer": ".",                           # folder of its tokenizer files, inside this one
    "weights": {"folder": "checkpoints",        # 'params' (a params checkpoint) or a run's steps
