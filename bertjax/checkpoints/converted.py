@@ -23,8 +23,12 @@ TOKENIZER_FILES = files.TOKENIZER_FILES  # copied alongside the weights
 
 def save(model: HFModel, directory: str | os.PathLike, tokenizer_from: str | os.PathLike | None = None,
          source: str | None = None) -> None:
+  """Writes `model` into `directory`: params/, metadata.json, the tokenizer files of
+  `tokenizer_from`, and model.json last, once the rest is in place."""
   model_record = record.of_model(model, tokenizer=".", weights=PARAMS_ITEM, source=source)
   model_record.to_json()  # refused (a config that cannot come back) before anything is written
+  if tokenizer_from is not None:
+    files.check_tokenizer_files(tokenizer_from)  # likewise bad tokenizer files
   metadata = {
       "family": model.family.name,
       "architecture": model.architecture,
@@ -37,16 +41,6 @@ def save(model: HFModel, directory: str | os.PathLike, tokenizer_from: str | os.
   if tokenizer_from is not None:
     copy_tokenizer_files(tokenizer_from, directory, model.architecture)
   record.write(directory, model_record)
-
-
-def load(directory: str | os.PathLike) -> HFModel:
-  """The model of a converted checkpoint (its record; an older one's metadata.json)."""
-  directory = os.fspath(directory)
-  if os.path.isfile(os.path.join(directory, record.FILE)):
-    model_record = record.read(directory)
-  else:
-    model_record, _ = record.upgrade(directory)
-  return record.open_record(model_record, directory)[0]
 
 
 def copy_tokenizer_files(source: str | os.PathLike, target: str | os.PathLike,
