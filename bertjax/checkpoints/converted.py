@@ -43,6 +43,13 @@ def save(model: HFModel, directory: str | os.PathLike, tokenizer_from: str | os.
   record.write(directory, model_record)
 
 
+def load(directory: str | os.PathLike) -> HFModel:
+  """The model of a converted checkpoint: what its model.json describes (an older one's
+  metadata.json, through `record.upgrade`)."""
+  model_record, folder = record.find(directory)
+  return record.open_record(model_record, folder)[0]
+
+
 def copy_tokenizer_files(source: str | os.PathLike, target: str | os.PathLike,
                          architecture: str | None = None) -> list[str]:
   """Copies the tokenizer files of folder `source` to `target`, after checking them all
