@@ -1,23 +1,21 @@
 """Converted models on disk: a bertjax params checkpoint that remembers its HF origin.
 
-Layout (see bertjax.checkpoints): DIR/params (Orbax) + DIR/metadata.json with
-`family`, `architecture`, `hf_config` (enough to rebuild the module), `module_options`
-(module fields set apart from the architecture's defaults, e.g. a bare encoder without
-its pooler) and `config` (our dataclass, for gin / the trainer). Tokenizer files are
-copied alongside so a converted directory is self-contained for encoding and fine-tuning.
-Open one with `bertjax.open_model`, which reads every format.
+Layout (see bertjax.checkpoints): DIR/params (Orbax), DIR/model.json (the model record:
+family, architecture, config, module options, tokenizer and weights; written last,
+bertjax.checkpoints.record) and DIR/metadata.json (the params checkpoint's free-form
+metadata, as before the record: `family`, `architecture`, `hf_config`, `module_options`,
+`config`, `source`). Tokenizer files are copied alongside so a converted directory is
+self-contained for encoding and fine-tuning. Open one with `bertjax.open_model`, which
+reads every format.
 """
 import dataclasses
 import os
 import pathlib
 import shutil
 
-import jax
-import jax.numpy as jnp
-
-from bertjax.checkpoints.params import METADATA_FILE, PARAMS_ITEM, load_params, save_params
+from bertjax.checkpoints import record
+from bertjax.checkpoints.params import PARAMS_ITEM, save_params
 from bertjax import files
-from bertjax.hf import registry
 from bertjax.checkpoints.model import HFModel
 
 TOKENIZER_FILES = files.TOKENIZER_FILES  # copied alongside the weights
@@ -25,52 +23,31 @@ TOKENIZER_FILES = files.TOKENIZER_FILES  # copied alongside the weights
 
 def save(model: HFModel, directory: str | os.PathLike, tokenizer_from: str | os.PathLike | None = None,
          source: str | None = None) -> None:
+  """Writes `model` into `directory`: params/, metadata.json, the tokenizer files of
+  `tokenizer_from`, and model.json last, once the rest is in place."""
+  model_record = record.of_model(model, tokenizer=".", weights=PARAMS_ITEM, source=source)
+  model_record.to_json()  # refused (a config that cannot come back) before anything is written
+  if tokenizer_from is not None:
+    files.check_tokenizer_files(tokenizer_from)  # likewise bad tokenizer files
   metadata = {
       "family": model.family.name,
       "architecture": model.architecture,
       "hf_config": model.family.config_to_hf(model.config, model.architecture),
-      "module_options": _module_options(model),
+      "module_options": model_record.module_options,
       "config": dataclasses.asdict(model.config),
       "source": source,
   }
   save_params(str(directory), model.params, metadata)
   if tokenizer_from is not None:
     copy_tokenizer_files(tokenizer_from, directory, model.architecture)
+  record.write(directory, model_record)
 
 
 def load(directory: str | os.PathLike) -> HFModel:
-  files.inside(directory, PARAMS_ITEM)
-  metadata_file = files.inside(directory, METADATA_FILE)
-  metadata = files.read_json(metadata_file, "a converted checkpoint's metadata (family, "
-                             "architecture, hf_config), as `python -m bertjax.convert` writes it")
-  for key, kind in (("family", str), ("architecture", str), ("hf_config", dict)):
-    if not isinstance(metadata.get(key), kind):
-      found = "no" if key not in metadata else f"a {type(metadata[key]).__name__} as"
-      raise ValueError(f"{metadata_file} has {found} {key!r} (expected a {kind.__name__}): this "
-                       "checkpoint was not written by `python -m bertjax.convert`; convert it "
-                       "(or export from the run) first.")
-  params, _ = load_params(str(directory))
-  family = registry.family_by_name(metadata["family"])
-  family.check_architecture(metadata["architecture"],
-                            os.path.join(str(directory), METADATA_FILE))
-  config = family.config_from_hf(metadata["hf_config"])
-  module = family.make_module(metadata["architecture"], config).clone(
-      **metadata.get("module_options", {}))
-  return HFModel(family, metadata["architecture"], config, module,
-                 jax.tree_util.tree_map(jnp.asarray, params))
-
-
-def _module_options(model: HFModel) -> dict:
-  """The module's plain fields whose values differ from the architecture's module."""
-  default = model.family.make_module(model.architecture, model.config)
-  if type(default) is not type(model.module):
-    raise ValueError(f"The module is a {type(model.module).__name__}, not the "
-                     f"{type(default).__name__} that architecture {model.architecture!r} names.")
-  names = [f.name for f in dataclasses.fields(default)
-           if f.name not in ("config", "parent", "name")]
-  return {name: getattr(model.module, name) for name in names
-          if isinstance(getattr(model.module, name), (bool, int, float, str))
-          and getattr(model.module, name) != getattr(default, name)}
+  """The model of a converted checkpoint: what its model.json describes (an older one's
+  metadata.json, through `record.upgrade`)."""
+  model_record, folder = record.find(directory)
+  return record.open_record(model_record, folder)[0]
 
 
 def copy_tokenizer_files(source: str | os.PathLike, target: str | os.PathLike,

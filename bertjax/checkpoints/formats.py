@@ -5,32 +5,34 @@
   encoder = encoders.base_encoder(model)   # the bare encoder, for task heads
 
 `path` may be
-- a converted checkpoint: params/ + metadata.json, from `python -m bertjax.convert`
-  (bertjax.checkpoints.converted) or an SBERT export;
+- a folder bertjax wrote: its model.json (bertjax.checkpoints.record) says what the model
+  is and where its weights are: a converted checkpoint (params/, from `python -m
+  bertjax.convert`, fine-tuning, an SBERT export, the tools) or a `python -m bertjax.main`
+  model_dir (checkpoints/), its checkpoints/ folder (the latest step) or one step folder
+  (that step): the model the run trained. Such folders written before the record
+  (params/ + metadata.json; config.gin + checkpoints/) open through `record.upgrade`;
 - a Hugging Face model folder: config.json + model.safetensors / pytorch_model.bin;
-- a `python -m bertjax.main` model_dir (config.gin + checkpoints/), its checkpoints/
-  folder (the latest step) or one step folder (that step): the model the run trained
-  (bertjax.checkpoints.run_model);
 - a sentence-transformers folder whose modules.json puts the transformer in a subfolder
   (0_Transformer/); newer ones keep it at the top, where it is a Hugging Face folder.
 """
 import dataclasses
 import os
 
-from bertjax.checkpoints import converted, run_model
+from bertjax.checkpoints import legacy, record
 from bertjax.checkpoints.model import HFModel, from_hf
 from bertjax.checkpoints.params import METADATA_FILE, PARAMS_ITEM
 from bertjax import files
 from bertjax.hf import io as hf_io
 
 SENTENCE_MODULES_FILE = "modules.json"
-FORMATS = (f"a converted checkpoint ({PARAMS_ITEM}/ + {METADATA_FILE}, from `python -m "
-           f"bertjax.convert --from_hf=DIR --out=DIR`)",
+FORMATS = (f"a converted checkpoint ({PARAMS_ITEM}/ + {METADATA_FILE} + {record.FILE}, from "
+           "`python -m bertjax.convert --from_hf=DIR --out=DIR`)",
            f"a Hugging Face folder ({hf_io.CONFIG_FILE} + {hf_io.SAFETENSORS_FILE} or "
            f"{hf_io.TORCH_FILE})",
            f"a sentence-transformers folder ({SENTENCE_MODULES_FILE} naming its Transformer "
            "folder)",
-           f"a `python -m bertjax.main` model_dir ({run_model.RUN_CONFIG_FILE} + checkpoints/, "
+           f"a `python -m bertjax.main` model_dir ({legacy.RUN_CONFIG_FILE} + checkpoints/ + "
+           f"{record.FILE}, "
            "or its checkpoints/ or one step folder)")
 
 
@@ -51,21 +53,25 @@ def open_model(path, tokenizer_dir=None) -> HFModel:
     raise FileNotFoundError(f"tokenizer_dir {os.fspath(tokenizer_dir)!r} is not a folder; give "
                             "the one holding vocab.txt / tokenizer.json.")
   model, origin, files = _read(path)
-  return dataclasses.replace(model, tokenizer_dir=os.fspath(tokenizer_dir or files),
+  tokenizer_dir = tokenizer_dir or files
+  return dataclasses.replace(model, tokenizer_dir=None if tokenizer_dir is None
+                             else os.fspath(tokenizer_dir),
                              source=path, origin=origin)
 
 
 def _read(path: str) -> tuple[HFModel, str, str]:
   """(model, what it is at `path`, the folder of its tokenizer files)."""
-  if (os.path.isdir(os.path.join(path, PARAMS_ITEM))
-      and os.path.isfile(os.path.join(path, METADATA_FILE))):
-    return converted.load(path), "converted checkpoint", path
-  if os.path.isfile(os.path.join(path, hf_io.CONFIG_FILE)):
+  folder = record.locate(path)
+  if folder is not None:
+    return record.open_record(record.read(folder), folder, path)
+  converted = (os.path.isdir(os.path.join(path, PARAMS_ITEM))
+               and os.path.isfile(os.path.join(path, METADATA_FILE)))
+  hf_folder = os.path.isfile(os.path.join(path, hf_io.CONFIG_FILE))
+  if converted or (not hf_folder and legacy.model_dir_of(path) is not None):
+    model_record, folder = record.upgrade(path)  # written before the record
+    return record.open_record(model_record, folder, path)
+  if hf_folder:
     return from_hf(path), "Hugging Face folder", path
-  model_dir = run_model.model_dir_of(path)
-  if model_dir is not None:
-    model, origin = run_model.open_run(model_dir, path)
-    return model, origin, model_dir
   transformer = _sentence_transformer_folder(path)
   if transformer is not None:
     model, origin, files = _read(transformer)

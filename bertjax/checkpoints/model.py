@@ -1,6 +1,6 @@
 """The runnable model every format becomes, and `from_hf` / `to_hf`.
 
-`HFModel` is what `from_hf`, `open_model` and `converted.load` return: a family's module
+`HFModel` is what `from_hf` and `open_model` return: a family's module
 and params, called with the reference's input names, plus where it came from and its
 tokenizer. It sits above the family kernel (bertjax.hf: `Family`, `Rule`, the registry,
 tensor I/O) and the families (bertjax.models), so imports run one way.
@@ -232,7 +232,7 @@ def check_weights_fit_config(model: HFModel, shapes: dict[str, tuple]) -> None:
       raise ValueError(
           f"{where}: its weights disagree with its config ({model.architecture}, "
           f"{_config_summary(model.config)}): tensor {key!r} {found} in the weights, but the "
-          f"config implies {wanted}. Fix the config (a converted checkpoint's metadata.json) "
+          f"config implies {wanted}. Fix the config (a converted checkpoint's model.json) "
           "to match the weights, or re-convert the model. Nothing was written.")
 
 

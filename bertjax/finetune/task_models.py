@@ -30,7 +30,7 @@ import jax
 import numpy as np
 from absl import logging
 
-from bertjax.checkpoints import METADATA_FILE, converted, encoders
+from bertjax.checkpoints import METADATA_FILE, converted, encoders, record
 from bertjax.checkpoints.model import HFModel
 from bertjax.hf import tasks
 from bertjax.models.common import task_heads as heads
@@ -140,8 +140,8 @@ def _outputs(labels: tuple[str, ...]) -> str:
 
 
 def _labels_file(model: HFModel) -> str:
-  """The file holding `model`'s labels (config.json's id2label, or our metadata)."""
-  for name in ("config.json", METADATA_FILE):
+  """The file holding `model`'s labels (config.json's id2label, or our model record)."""
+  for name in ("config.json", record.FILE, METADATA_FILE):
     if os.path.isfile(os.path.join(model.source, name)):
       return os.path.join(model.source, name)
   return model.source

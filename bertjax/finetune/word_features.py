@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from bertjax.checkpoints import params as checkpoint_params
-from bertjax.checkpoints import run_model
+from bertjax.checkpoints import legacy
 from bertjax.models import elmo
 from bertjax import characters
 
@@ -28,12 +28,12 @@ KINDS = ("word2vec", "fasttext")
 def open_elmo(model_dir: str) -> tuple[elmo.ElmoBiLM, dict]:
   """The ELMo a `python -m bertjax.main` run trained (its latest step), checked against
   the run's ElmoConfig (a checkpoint of another size fails naming every tensor)."""
-  config_path = os.path.join(model_dir, run_model.RUN_CONFIG_FILE)
+  config_path = os.path.join(model_dir, legacy.RUN_CONFIG_FILE)
   if not os.path.isfile(config_path):
-    raise FileNotFoundError(f"No {run_model.RUN_CONFIG_FILE} in {model_dir!r}: give the "
+    raise FileNotFoundError(f"No {legacy.RUN_CONFIG_FILE} in {model_dir!r}: give the "
                             f"model_dir of a `python -m bertjax.main` ELMo run.")
   with open(config_path) as f:
-    _, module = run_model.run_models(f.read(), config_path)[0]
+    _, module = legacy.run_models(f.read(), config_path)[0]
   if not isinstance(module, elmo.ElmoBiLM):
     raise ValueError(f"{config_path} trained a {type(module).__name__}, not an ElmoBiLM.")
   params, metadata = checkpoint_params.load_params(model_dir)

@@ -15,6 +15,8 @@ class Family(abc.ABC):
   attributes and the four abstract methods; the rest has working defaults."""
   name: str = ""
   model_types: tuple[str, ...] = ()
+  # Our config dataclass: how a trained module's family is found (registry.family_for_config).
+  config_class: type | None = None
   # HF architecture name -> names of the reference outputs our module returns for it.
   architectures: Mapping[str, tuple[str, ...]] = {}
   # HF tensors deliberately not loaded (buffers, tied duplicates), as regexes.

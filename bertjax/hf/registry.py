@@ -42,3 +42,16 @@ def family_by_name(name: str) -> Family:
       return family
   raise ValueError(f"Unknown model family {name!r}; known: "
                    f"{sorted({family_for(t).name for t in FAMILIES})}.")
+
+
+def family_for_config(config) -> Family:
+  """The family that declares `type(config)` as its `config_class`, else the nearest base
+  class (SpanBERT's config extends BERT's); where two families share a class (DeBERTa
+  v1 / v2, GPT / GPT-2) the first one above. How a trained module's family is found."""
+  families = [family_for(t) for t in FAMILIES]
+  for cls in type(config).__mro__:
+    for family in families:
+      if family.config_class is cls:
+        return family
+  raise ValueError(f"No model family declares {type(config).__name__} (or a base class of "
+                   "it) as its config_class.")

@@ -19,9 +19,13 @@ import jax
 from absl import app, flags
 
 from bertjax import output_paths
+from bertjax.checkpoints import record
 from bertjax.checkpoints.formats import open_model
-from bertjax.checkpoints.params import save_params
+from bertjax.checkpoints.params import PARAMS_ITEM, save_params
+from bertjax.hf import registry
 from bertjax.models import distilbert
+
+STUDENT_ARCHITECTURE = "DistilBertForMaskedLM"  # the student of gin/models/distilbert_*.gin
 
 
 def write_init_checkpoint(teacher_dir: str, out_dir: str, layers: Sequence[int] | None = None,
@@ -41,10 +45,18 @@ def write_init_checkpoint(teacher_dir: str, out_dir: str, layers: Sequence[int] 
     chosen = []
   else:
     pair["student"] = distilbert.student_params_from_teacher(params, chosen)
+  # Its model record: the student (DistilBertForMaskedLM), or the teacher when the run
+  # draws its student.
+  where = dict(tokenizer=None, weights=PARAMS_ITEM, source=str(teacher_dir))
+  model_record = (record.of_model(teacher, subtree="teacher", **where) if random_student else
+                  record.Record(registry.family_for_config(config).name, STUDENT_ARCHITECTURE,
+                                config, dtype=config.dtype, subtree="student", **where))
+  model_record.to_json()  # refused before anything is written
   save_params(out_dir, pair, {
       "family": "distilbert-init", "teacher": str(teacher_dir), "teacher_layers": chosen,
       "student_config": dataclasses.asdict(config),
       "teacher_config": dataclasses.asdict(teacher.config)})
+  record.write(out_dir, model_record)
   return config, chosen
 
 

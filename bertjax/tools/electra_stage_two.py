@@ -8,17 +8,30 @@ INIT_CHECKPOINT = INIT_DIR.
 """
 from absl import app, flags
 
+import dataclasses
+import logging
+
 from bertjax import output_paths
-from bertjax.checkpoints.params import load_params, save_params
+from bertjax.checkpoints import record
+from bertjax.checkpoints.params import PARAMS_ITEM, load_params, save_params
 from bertjax.models import electra
 
 
 def prepare_second_stage(stage_one_dir: str, out_dir: str) -> None:
   """Writes a params checkpoint (for stage two's `init_checkpoint`) holding stage one's
-  weights with the discriminator started from the generator."""
+  weights with the discriminator started from the generator, and the run's model record
+  (the joint model, released as its discriminator) pointing at them."""
   params, metadata = load_params(stage_one_dir)
+  try:
+    stage_one, _ = record.find(stage_one_dir)
+  except (ValueError, FileNotFoundError) as e:  # a model_dir bertjax cannot describe
+    logging.warning("No %s for %s: %s", record.FILE, out_dir, e)
+    stage_one = None
   save_params(out_dir, electra.discriminator_from_generator(params),
               {**metadata, "electra_stage_one": stage_one_dir})
+  if stage_one is not None:
+    record.write(out_dir, dataclasses.replace(stage_one, weights=PARAMS_ITEM, tokenizer=None,
+                                              source=stage_one_dir))
 
 
 def main(argv):

@@ -6,13 +6,14 @@
   for training, set aside); CheckpointError when there are checkpoints but none is intact.
 - A fresh run's `init_checkpoint` exists; an evaluation has something to evaluate.
 """
+import logging
 import os
 from typing import Any, Callable, NamedTuple
 
 import jax
 
 from bertjax import checkpoints
-from bertjax.checkpoints import model_record
+from bertjax.checkpoints import model_record, record
 
 
 class StartPoint(NamedTuple):
@@ -43,8 +44,19 @@ def start_point(run: checkpoints.RunCheckpoints, model: Any, *, evaluate: bool,
 
 
 def record_model(model_dir: str, model: Any, start: StartPoint, step: int) -> None:
-  """Records the run's model when it starts fresh, changes as allowed, or has no record."""
-  recorded = os.path.isfile(model_record.record_path(model_dir))
-  if jax.process_index() == 0 and (start.step is None or start.model_changes or not recorded):
-    os.makedirs(model_dir, exist_ok=True)
+  """Records the run's model when it starts fresh, changes as allowed, or has no record:
+  model_config.json (what a resume is compared with) and model.json (what `open_model`
+  reads: `checkpoints.record`; not for a model without a family, e.g. ELMo)."""
+  if jax.process_index() != 0:
+    return
+  anew = start.step is None or bool(start.model_changes)
+  os.makedirs(model_dir, exist_ok=True)
+  if anew or not os.path.isfile(model_record.record_path(model_dir)):
     model_record.write(model_dir, model, step, start.model_changes)
+  if anew or not os.path.isfile(os.path.join(model_dir, record.FILE)):
+    try:
+      trained = record.of_trained(model)
+      if trained is not None:
+        record.write(model_dir, trained)
+    except ValueError as e:  # a config without a JSON form: the run opens from config.gin
+      logging.warning("No %s for this run: %s", record.FILE, e)

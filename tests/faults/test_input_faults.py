@@ -228,9 +228,9 @@ def test_a_link_inside_the_folder_is_followed(bert_dir, tmp_path):
 def test_to_hf_refuses_metadata_that_disagrees_with_the_weights(bert_dir, tmp_path):
   ckpt = tmp_path / "ckpt"
   convert.from_hf(str(bert_dir), str(ckpt))
-  metadata = json.loads((ckpt / "metadata.json").read_text())
-  metadata["hf_config"]["intermediate_size"] = 48  # the weights are 64 wide
-  (ckpt / "metadata.json").write_text(json.dumps(metadata))
+  model_record = json.loads((ckpt / "model.json").read_text())
+  model_record["config"]["fields"]["intermediate_size"] = 48  # the weights are 64 wide
+  (ckpt / "model.json").write_text(json.dumps(model_record))
   result = _cli("bertjax.convert", f"--to_hf={tmp_path / 'export'}", f"--checkpoint={ckpt}")
   assert result.returncode != 0 and "Traceback" not in result.stderr
   assert (f"{ckpt}: its weights disagree with its config (BertModel" in result.stderr
@@ -283,8 +283,23 @@ def test_binary_vocabulary_is_named(bert_dir, tmp_path):
 def test_invalid_metadata_json_is_named(bert_dir, tmp_path, content, match):
   ckpt = tmp_path / "ckpt"
   converted.save(bertjax.from_hf(bert_dir), ckpt)
+  (ckpt / "model.json").unlink()  # a checkpoint converted before the model record
   (ckpt / "metadata.json").write_bytes(content)
   with pytest.raises(ValueError, match=rf"{ckpt / 'metadata.json'} {match}"):
+    open_model(ckpt)
+
+
+@pytest.mark.parametrize("content, match", [
+    (b"{not json", "is not valid JSON"),
+    (b"\xff\xfe\x00binary", "is not UTF-8 text"),
+    (b"[1, 2]", "holds a JSON list; expected"),
+    (b'{"version": 1, "family": "bert"}', r"has no \['architecture', 'config', 'weights'\]"),
+])
+def test_invalid_model_record_is_named(bert_dir, tmp_path, content, match):
+  ckpt = tmp_path / "ckpt"
+  converted.save(bertjax.from_hf(bert_dir), ckpt)
+  (ckpt / "model.json").write_bytes(content)
+  with pytest.raises(ValueError, match=rf"{ckpt / 'model.json'} {match}"):
     open_model(ckpt)
 
 

@@ -8,6 +8,7 @@ import transformers
 
 from bertjax import checkpoints, main
 from bertjax.checkpoints import encoders
+from bertjax.checkpoints import record
 from bertjax.checkpoints.formats import open_model
 from bertjax.finetune import loop, pipelines, run
 from bertjax.checkpoints import converted as hf_checkpoint
@@ -39,6 +40,7 @@ def test_finetunes_from_a_two_step_pretraining_run(tmp_path):
   gin.clear_config()
   pretrained, meta = checkpoints.load_params(model_dir)
   assert meta["step"] == 2
+  assert record.read(model_dir).architecture == "BertForPreTraining"  # the trainer's record
   vocab = ftl.write_vocab(tmp_path / "vocab")  # 16 words: ids inside the run's 64
   data_dir = ftl.write_rte(tmp_path / "data", train_rows=8, dev_rows=4)
   report = run.run(run.FinetuneRun(task="rte", init_checkpoint=model_dir, tokenizer=vocab),
@@ -49,6 +51,7 @@ def test_finetunes_from_a_two_step_pretraining_run(tmp_path):
   # Fine-tuning changed the pretrained encoder, which it started from.
   tuned, _ = checkpoints.load_params(str(tmp_path / "out"))
   assert set(tuned) == {"encoder", "head"}
+  assert record.read(tmp_path / "out").architecture == "BertForSequenceClassification"
   start = encoders.base_encoder(open_model(model_dir)).params
   jax.tree.map(np.testing.assert_array_equal, start, pretrained["bert"])
   assert jax.tree.structure(tuned["encoder"]) == jax.tree.structure(start)

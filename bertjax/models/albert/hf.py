@@ -76,6 +76,7 @@ def mlm_head_rules() -> list[Rule]:
 
 class AlbertFamily(Family):
   name = "albert"
+  config_class = albert.AlbertConfig
   model_types = ("albert",)
   architectures = {
       "AlbertModel": ("last_hidden_state", "pooler_output"),

@@ -58,6 +58,7 @@ def stack_rules(hf: str, ours: str, is_decoder: bool) -> list[Rule]:
 
 class BartFamily(Seq2SeqFamily):
   name = "bart"
+  config_class = bart.BartConfig
   model_types = ("bart",)
   architectures = {
       "BartForConditionalGeneration": ("logits", "encoder_last_hidden_state"),

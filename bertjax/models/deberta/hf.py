@@ -128,6 +128,7 @@ def _task_config(config: deberta.DebertaConfig) -> dict:
 class DebertaFamily(Family):
   """DeBERTa v1 (model_type 'deberta')."""
   name = "deberta"
+  config_class = deberta.DebertaConfig  # v2 / v3 too
   model_types = ("deberta",)
   version = 1
   prefix = "Deberta"

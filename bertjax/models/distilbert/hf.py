@@ -66,6 +66,7 @@ def mlm_head_rules() -> list[Rule]:
 
 class DistilBertFamily(Family):
   name = "distilbert"
+  config_class = distilbert.DistilBertConfig
   model_types = ("distilbert",)
   architectures = {
       "DistilBertModel": ("last_hidden_state",),

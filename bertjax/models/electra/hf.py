@@ -47,6 +47,7 @@ def model_rules(hf: str, ours: str, config: electra.ElectraConfig) -> list[Rule]
 
 class ElectraFamily(Family):
   name = "electra"
+  config_class = electra.ElectraConfig
   model_types = ("electra",)
   architectures = {
       "ElectraModel": ("last_hidden_state",),

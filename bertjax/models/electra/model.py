@@ -17,7 +17,7 @@ HF-compatible single networks: `ElectraModel`, `ElectraForPreTraining` (discrimi
 and `ElectraForMaskedLM` (generator).
 """
 import dataclasses
-from typing import Optional
+from typing import ClassVar, Optional
 
 import flax.linen as nn
 import jax
@@ -232,7 +232,14 @@ class ElectraGeneratorDiscriminator(nn.Module):
   Sampling draws from the 'sample' RNG stream; without one (plain evaluation) it uses
   a fixed key, so evaluation is deterministic.
   """
+  # Released as its discriminator: what `open_model` gives for a run of it
+  # (bertjax.checkpoints.record), its params cut by `release`.
+  RELEASED_AS: ClassVar[str] = "ElectraForPreTraining"
   config: ElectraConfig
+
+  @staticmethod
+  def release(params: dict) -> dict:
+    return discriminator_params(params)
 
   def setup(self):
     self.networks()

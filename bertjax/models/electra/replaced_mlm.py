@@ -15,6 +15,8 @@ differs: BERT's MLM head at the discriminator's size (`mlm_head`, tied to the sh
 embeddings) and, for All-Tokens, a copy head shaped like the discriminator head
 (`copy_head`: dense, activation, one logit). Their losses: bertjax.objectives.replaced_mlm.
 """
+from typing import ClassVar
+
 from bertjax.models.electra.model import (DiscriminatorHead, ElectraGeneratorDiscriminator,
                                           generator_head)
 
@@ -23,7 +25,12 @@ class ElectraReplacedMLM(ElectraGeneratorDiscriminator):
   """Replace MLM. Outputs: `logits` [B, L, V] (the network's MLM over the corrupted input;
   [B, P, V] when given `masked_positions` [B, P], where it is scored, as the generator's),
   `generator_logits`, `replaced`, `corrupted_ids`, `last_hidden_state`."""
+  RELEASED_AS: ClassVar[str] = "ElectraForMaskedLM"  # its MLM network: what fine-tunes
   copy_mechanism: bool = False
+
+  @staticmethod
+  def release(params: dict) -> dict:
+    return mlm_params(params)
 
   def setup(self):
     self.networks()

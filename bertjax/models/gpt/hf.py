@@ -40,6 +40,7 @@ def _layer_rules(hf: str, ours: str) -> list[Rule]:
 
 class _GPTFamily(Family):
   """What GPT and GPT-2 share; subclasses name the tables and config keys."""
+  config_class = gpt.GPTConfig
   token_table = position_table = ""
 
   def rules(self, architecture: str, config: gpt.GPTConfig) -> list[Rule]:

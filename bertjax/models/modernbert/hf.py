@@ -107,6 +107,7 @@ def _layer_types(num_layers: int, every: int) -> list[str]:
 
 class ModernBertFamily(Family):
   name = "modernbert"
+  config_class = modernbert.ModernBertConfig
   model_types = ("modernbert",)
   architectures = {
       "ModernBertModel": ("last_hidden_state",),

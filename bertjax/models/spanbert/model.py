@@ -13,6 +13,7 @@ The data layer (bertjax.data.preprocessors.span_masking) gives, for every positi
 the span); they are only meaningful where `mlm_weights` is set.
 """
 import dataclasses
+from typing import ClassVar
 
 import flax.linen as nn
 import jax
@@ -85,7 +86,14 @@ class SpanBoundaryHead(nn.Module):
 class SpanBertForPreTraining(nn.Module):
   """BERT encoder + MLM head (`prediction_logits`) + SBO head (`sbo_logits`, when the
   SBO features are given)."""
+  # Released as BERT: what `open_model` gives for a run of it (bertjax.checkpoints.record),
+  # its params cut by `release` (the SBO head serves pretraining only).
+  RELEASED_AS: ClassVar[str] = "BertForMaskedLM"
   config: SpanBertConfig
+
+  @staticmethod
+  def release(params: dict) -> dict:
+    return bert_params(params)
 
   def setup(self):
     self.bert = bert.BertModel(self.config, add_pooling_layer=False)

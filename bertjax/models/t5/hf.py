@@ -48,6 +48,7 @@ def stack_rules(side: str, ours: str, gated: bool) -> list[Rule]:
 
 class T5Family(Seq2SeqFamily):
   name = "t5"
+  config_class = t5.T5Config
   model_types = ("t5",)
   architectures = {
       "T5ForConditionalGeneration": ("logits", "encoder_last_hidden_state"),

@@ -57,6 +57,7 @@ def transformer_rules(hf: str, ours: str) -> list[Rule]:
 
 class XLNetFamily(Family):
   name = "xlnet"
+  config_class = xlnet.XLNetConfig
   model_types = ("xlnet",)
   architectures = {
       "XLNetModel": ("last_hidden_state", "mems"),
