@@ -144,6 +144,8 @@ class Finetuner:
       encoder_params: pretrained weights of the encoder (unboxed); None = random init.
       frozen: param path regexes not to train (e.g. '^encoder/' for a frozen encoder).
       head_params: the head's weights to continue from (unboxed); None = random init.
+      mesh, rules: where the state lives and how it is laid out (`train.setup`); None:
+        data parallel over the devices that split `config.split_rows`.
     """
     self.module, self.objective, self.config = module, objective, config
     optimizer = optimizers.adamw_linear(
