@@ -3,34 +3,27 @@ import time
 
 import jax
 
-from bertjax.train import partitioning, state as train_state, step as train_step
+from bertjax.train import setup as train_setup, step as train_step
 
 
 class TrainStep:
-  """The trainer's jitted, sharded step for `model` on `objective`, with its state and
-  `batch` already on the mesh: `run(n)` takes n steps and waits for them.
+  """The trainer's jitted, sharded step for `model` on `objective` (`train.setup`), with its
+  state and `batch` already on the mesh: `run(n)` takes n steps and waits for them.
 
   An objective that carries state between steps (XLNet's memory) gets it fed from
   one step to the next, as in the trainer.
   """
 
   def __init__(self, model, objective, tx, schedule, batch, mesh, rules):
-    init_fn = train_state.init_params_fn(model, {k: v[:1] for k, v in batch.items()},
-                                         objective.model_inputs)
-    abstract, shardings = train_state.state_shardings(jax.eval_shape(init_fn, jax.random.key(0)),
-                                                      tx, mesh, rules)
-    self.params = abstract.params
-    self.state = train_state.create_state(init_fn, tx, 0, shardings)
-    batch_sharding = partitioning.batch_sharding(mesh, rules)
+    setup = train_setup.build(model, batch, objective.model_inputs, (tx, schedule), mesh, rules)
+    self.params = setup.abstract_state.params
+    self.state = setup.new_state(0)
+    batch_sharding = setup.batch_sharding
     self.carry = ()
     if train_step.carries_state(objective):
       batch_size = len(next(iter(batch.values())))
       self.carry = (jax.device_put(objective.initial_carry(model, batch_size), batch_sharding),)
-    extra = (batch_sharding,) * len(self.carry)
-    self.step = partitioning.jit_sharded(
-        train_step.make_train_step(model, objective, tx, schedule), mesh, rules,
-        in_shardings=(shardings, batch_sharding) + extra, out_shardings=(shardings, None) + extra,
-        donate_argnums=(0, 2) if self.carry else (0,))
+    self.step = setup.jit_train_step(model, objective)
     self.batch = jax.device_put(batch, batch_sharding)
 
   def run(self, steps: int = 1) -> None:

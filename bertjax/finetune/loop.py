@@ -7,8 +7,8 @@ for task-specific post-processing (SQuAD spans, NER words). So this module owns 
 the epoch batching, the epoch callback and batched prediction; the step
 (`train.step`: microbatching, the non-finite guard, the metrics), the loop
 (`train.loop`: metric rows through `train.metrics`, the non-finite stop), the update
-rule (`optimizers.make_optimizer`: AdamW, warmup + linear decay, clipping), state
-layout (`train_state`) and sharding (`partitioning`) are the shared ones.
+rule (`optimizers.adamw_linear`: AdamW, warmup + linear decay, clipping) and the mesh,
+state layout and sharded step (`train.setup`) are the shared ones.
 """
 import dataclasses
 from typing import Any, Callable, Mapping
@@ -16,12 +16,11 @@ from typing import Any, Callable, Mapping
 import flax.linen as nn
 import gin
 import jax
-import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
 from bertjax.train import loop as train_loop, metrics as train_metrics, optimizers, partitioning
-from bertjax.train import state as train_state, step as train_step
+from bertjax.train import setup as train_setup, state as train_state
 from bertjax.configurables import typechecked
 
 Arrays = Mapping[str, np.ndarray]
@@ -52,6 +51,11 @@ class FinetuneConfig:
                        f">= 1 and divide FinetuneConfig.batch_size = {self.batch_size}.")
     if self.log_every < 1:
       raise ValueError(f"FinetuneConfig.log_every = {self.log_every}: must be >= 1.")
+
+  @property
+  def split_rows(self) -> tuple[int, int]:
+    """The batches the mesh's data axis splits: a train microbatch's rows, an eval batch's."""
+    return self.batch_size // self.num_microbatches, self.eval_batch_size
 
 
 # gin binds the fields (`FinetuneConfig.learning_rate = 2e-5`); a value of the wrong
@@ -125,16 +129,6 @@ def train_batches(arrays: Arrays, batch_size: int, num_steps: int, seed: int,
       step += 1
 
 
-def default_mesh(config: FinetuneConfig):
-  """Data parallel over as many devices as evenly split both batch sizes (and every
-  microbatch)."""
-  devices = jax.devices()
-  train_rows = config.batch_size // config.num_microbatches
-  count = max(d for d in range(1, len(devices) + 1) if len(devices) % d == 0
-              and train_rows % d == 0 and config.eval_batch_size % d == 0)
-  return partitioning.make_mesh((count, 1), devices=devices[:count])
-
-
 class Finetuner:
   """Holds one model's train state on a mesh; `train` then `predict`."""
 
@@ -150,24 +144,19 @@ class Finetuner:
       encoder_params: pretrained weights of the encoder (unboxed); None = random init.
       frozen: param path regexes not to train (e.g. '^encoder/' for a frozen encoder).
       head_params: the head's weights to continue from (unboxed); None = random init.
+      mesh, rules: where the state lives and how it is laid out (`train.setup`); None:
+        data parallel over the devices that split `config.split_rows`.
     """
     self.module, self.objective, self.config = module, objective, config
-    self.mesh = mesh or default_mesh(config)
-    self.rules = rules
-    self.tx, self.schedule = optimizers.make_optimizer(
-        total_steps,
-        optimizer=lambda learning_rate: optimizers.adamw(learning_rate,
-                                                         weight_decay=config.weight_decay),
-        schedule=lambda total_steps: optimizers.warmup_linear_decay(
-            total_steps, config.learning_rate, int(config.warmup_fraction * total_steps)),
-        clip_grad_norm=config.clip_grad_norm, frozen=frozen)
-    example = {k: jnp.asarray(v[:1]) for k, v in example.items()}
-    init_fn = train_state.init_params_fn(module, example, objective.model_inputs)
-    abstract = jax.eval_shape(init_fn, jax.random.key(config.seed))
-    _, self.shardings = train_state.state_shardings(abstract, self.tx, self.mesh, rules)
+    optimizer = optimizers.adamw_linear(
+        total_steps, config.learning_rate, int(config.warmup_fraction * total_steps),
+        weight_decay=config.weight_decay, clip_grad_norm=config.clip_grad_norm, frozen=frozen)
+    self.setup = train_setup.build(module, example, objective.model_inputs, optimizer,
+                                   mesh or train_setup.data_parallel_mesh(*config.split_rows),
+                                   rules)
     params = None
     if encoder_params is not None:
-      random = nn.unbox(jax.jit(init_fn)(jax.random.key(config.seed)))
+      random = self.setup.init_params(config.seed)
       pretrained = {"encoder": encoder_params}
       if head_params is not None:
         pretrained["head"] = head_params
@@ -180,13 +169,8 @@ class Finetuner:
       head_fresh = [p for p in fresh if p.startswith("head/")]
       if head_params is not None and head_fresh:
         raise ValueError(f"head_params to continue from lack the head's {head_fresh}.")
-    self.state = train_state.create_state(init_fn, self.tx, config.seed, self.shardings, params)
-    self._batch = partitioning.batch_sharding(self.mesh, rules)
-    step = train_step.make_train_step(module, objective, self.tx, self.schedule,
-                                      config.num_microbatches)
-    self._train_step = partitioning.jit_sharded(
-        step, self.mesh, rules, in_shardings=(self.shardings, self._batch),
-        out_shardings=(self.shardings, partitioning.replicated(self.mesh)), donate_argnums=(0,))
+    self.state = self.setup.new_state(config.seed, params)
+    self._train_step = self.setup.jit_train_step(module, objective, config.num_microbatches)
     self._predict_fns: dict = {}
 
   def train(self, arrays: Arrays, num_steps: int,

@@ -38,6 +38,7 @@ from bertjax.finetune import submission, swag
 from bertjax.finetune import task_models
 from bertjax.objectives import downstream as objectives
 from bertjax.finetune.tokenization import Tokenizer
+from bertjax.train import setup as train_setup
 
 PREDICTIONS_DIR = "predictions"
 _EXAMPLES_PER_ROW = packing.DEFAULT_EXAMPLES_PER_ROW  # (Options.packing hides the module)
@@ -120,7 +121,7 @@ def _fit(model, objective, arrays, init: dict, options: Options,
     logging.info("Packing of the training rows: %s", packed_report)
   if packer is not None and packer.enabled:
     # Rows per batch split as the unpacked batch would: over microbatches and devices.
-    devices = loop.default_mesh(config).devices.size
+    devices = train_setup.data_parallel_mesh(*config.split_rows).devices.size
     arrays, rows_per_batch = packer.train_rows(arrays, config.batch_size,
                                                config.num_microbatches * devices)
     config = dataclasses.replace(config, batch_size=rows_per_batch)

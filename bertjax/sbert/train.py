@@ -13,23 +13,21 @@ Before training, and after every stage, STS-B test (and SICK-R test) are scored 
 Spearman x 100 of cosine similarity; `--eval_poolings` adds untrained [CLS] / max rows
 (`--max_eval_pairs=N` scores only the first N pairs of each set, for quick runs).
 Hyper-parameters follow the SBERT paper: AdamW lr 2e-5, 10% linear warmup, batch 16,
-mean pooling. Training runs the shared train step and loop (`bertjax.train.step`,
-`bertjax.train.loop`): gradient accumulation (--num_microbatches; in-batch negatives
-then come from each microbatch), the non-finite guard (--on_nonfinite), and metric
-rows (loss, learning_rate, grad_norm, nonfinite, the loss's own) every --log_every
-steps on the console and, with --metrics_dir, in METRICS_DIR/<stage>/metrics.jsonl and
-TensorBoard.
+mean pooling. Training runs the trainer's setup, step and loop (`bertjax.train.setup`,
+`.step`, `.loop`): data parallel over as many devices as split each microbatch, the
+state laid out by the trainer's axis rules, gradient accumulation (--num_microbatches;
+in-batch negatives then come from each microbatch), the non-finite guard
+(--on_nonfinite), and metric rows (loss, learning_rate, grad_norm, nonfinite, the loss's
+own) every --log_every steps on the console and, with --metrics_dir, in
+METRICS_DIR/<stage>/metrics.jsonl and TensorBoard.
 """
 import dataclasses
-import functools
 import json
 import os
 import time
 from typing import Callable, Iterator
 
 import flax.linen as nn
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from bertjax import output_paths
@@ -38,9 +36,8 @@ from bertjax.checkpoints.formats import open_model
 from bertjax.evaluation import sts
 from bertjax.sbert import data as sbert_data, encode, io as sbert_io
 from bertjax.sbert import losses as siamese, model as sbert
-from bertjax.train import loop as train_loop, metrics as train_metrics, optimizers
-from bertjax.train import step as train_step
-from bertjax.train.state import TrainState
+from bertjax.train import loop as train_loop, metrics as train_metrics, optimizers, partitioning
+from bertjax.train import setup as train_setup
 
 STAGES = {  # name -> (objective, epochs, classifier labels)
     "nli": (siamese.SoftmaxLoss(), 1, 3),
@@ -92,23 +89,22 @@ def _epochs_of_batches(examples, tokenizer, config: TrainConfig, epochs: int) ->
 def train_stage(name: str, objective, examples: sbert_data.Examples, epochs: int,
                 num_labels: int, module: nn.Module, encoder_params, tokenizer,
                 config: TrainConfig, log: Callable[[str], None],
-                metrics_dir: str | None = None):
+                metrics_dir: str | None = None, mesh=None):
   """Trains a SiameseModel over `module` for `epochs` (capped at config.max_steps) on the
-  shared loop; returns the trained encoder params."""
+  shared loop, sharded over `mesh` (default: data parallel over the devices that split a
+  microbatch); returns the trained encoder params (on that mesh)."""
   model = sbert.SiameseModel(module, config.pooling, num_labels=num_labels)
   first = next(sbert_data.batches(examples, tokenizer, config.batch_size, config.max_seq_length))
-  init = model.init(jax.random.PRNGKey(config.seed), **objective.model_inputs(first))
-  params = dict(nn.unbox(init["params"]), encoder=encoder_params)
   steps = epochs * sbert_data.num_batches(examples, config.batch_size)
   if config.max_steps:
     steps = min(steps, config.max_steps)
-  schedule = functools.partial(optimizers.warmup_linear_decay, peak_value=config.learning_rate,
-                               warmup_steps=max(steps // 10, 1))
-  tx, lr = optimizers.make_optimizer(steps, optimizer=optimizers.adamw, schedule=schedule)
-  state = TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params),
-                     rng=jax.random.key_data(jax.random.key(config.seed)))
-  step_fn = jax.jit(train_step.make_train_step(model, objective, tx, lr, config.num_microbatches),
-                    donate_argnums=0)
+  optimizer = optimizers.adamw_linear(steps, config.learning_rate, max(steps // 10, 1))
+  mesh = mesh or train_setup.data_parallel_mesh(config.batch_size // config.num_microbatches)
+  setup = train_setup.build(model, first, objective.model_inputs, optimizer, mesh,
+                            partitioning.DEFAULT_RULES)
+  params = dict(setup.init_params(config.seed), encoder=encoder_params)
+  state = setup.new_state(config.seed, params)
+  step_fn = setup.jit_train_step(model, objective, config.num_microbatches)
   writer = train_metrics.MetricsWriter(metrics_dir, steps, show_progress=False)
   runner = train_loop.TrainLoop(
       step_fn, writer, config.log_every, tokens=lambda batch: batch["attention_mask"].size,

@@ -160,3 +160,15 @@ def make_optimizer(total_steps: int, optimizer: Callable[..., optax.GradientTran
                                     path_mask(p, frozen))
     tx = optax.multi_transform({"trained": tx, "frozen": optax.set_to_zero()}, labels)
   return tx, lr
+
+
+def adamw_linear(total_steps: int, peak_value: float, warmup_steps: int,
+                 weight_decay: float = 0.01, clip_grad_norm: float | None = 1.0,
+                 frozen: Sequence[str] = ()) -> tuple[optax.GradientTransformation, Schedule]:
+  """BERT's fine-tuning update rule, shared by fine-tuning and SBERT training: AdamW,
+  linear warmup to `peak_value` over `warmup_steps` then linear decay to 0, clipping."""
+  return make_optimizer(
+      total_steps,
+      optimizer=lambda learning_rate: adamw(learning_rate, weight_decay=weight_decay),
+      schedule=lambda total_steps: warmup_linear_decay(total_steps, peak_value, warmup_steps),
+      clip_grad_norm=clip_grad_norm, frozen=frozen)

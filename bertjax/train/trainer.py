@@ -3,8 +3,8 @@
     Trainer(model_dir=...).run('train' | 'evaluate' | 'train_and_evaluate')
 
 Everything else (model, objective, data, optimizer, batch, mesh) comes from gin.
-The state lives on the mesh in the layout its logical axes give it, the step donates
-the old state, and the loop (`train.loop`, shared with fine-tuning and SBERT) only
+The state lives on the mesh in the layout its logical axes give it and the step donates
+the old state (`train.setup`, as in fine-tuning and SBERT), and the loop (`train.loop`) only
 syncs with the devices when it logs, evaluates or saves. A non-finite loss never
 reaches a checkpoint: metrics are checked before every save, and
 `on_nonfinite='stop'` ends the run with the last good checkpoint intact, while
@@ -30,7 +30,7 @@ from bertjax import checkpoints
 from bertjax.train import attention_signals, distributed, flops, metrics as metrics_writer
 from bertjax.train import optimizers, partitioning, preemption
 from bertjax.train import inputs as train_inputs, loop as train_loop, state as train_state
-from bertjax.train import prng, run_start, step as train_step
+from bertjax.train import prng, run_start, setup as train_setup, step as train_step
 from bertjax.configurables import typechecked
 from bertjax.data.preprocessors import stats as data_rules
 from bertjax.layers.embeddings import check_length
@@ -156,7 +156,7 @@ class Trainer:
 
   # ------------------------------------------------------------------------- state
   def _setup_state(self, example: dict) -> None:
-    """Abstract state + shardings from one example batch (shapes only)."""
+    """The state's layout (`train.setup`) from one example batch (shapes only)."""
     vocab_size = getattr(getattr(self.model, "config", None), "vocab_size", None)
     if vocab_size and "input_ids" in example and int(np.max(example["input_ids"])) >= vocab_size:
       raise ValueError(f"The data has token id {int(np.max(example['input_ids']))} but the model's "
@@ -169,33 +169,25 @@ class Trainer:
                      f"gin binding Trainer.sequence_length = {self.sequence_length} ({name})",
                      f"Bind Trainer.sequence_length <= {limit} (or, training from scratch, "
                      f"build_model.config_overrides = {{'max_position_embeddings': ...}})")
-    example = {k: jnp.zeros((1,) + np.shape(v)[1:], np.asarray(v).dtype)
-               for k, v in example.items()}
-    self.init_fn = train_state.init_params_fn(self.model, example, self.objective.model_inputs)
-    abstract_boxed = jax.eval_shape(self.init_fn, jax.random.key(0))
-    self.abstract_state, self.state_shardings = train_state.state_shardings(
-        abstract_boxed, self.tx, self.mesh, self.rules)
-    outputs = jax.eval_shape(
-        lambda p: self.model.apply({"params": p}, **self.objective.model_inputs(example)),
-        self.abstract_state.params)
-    self.flops_per_token = flops.for_model(self.model, self.abstract_state.params,
-                                           self.sequence_length, outputs)
+    self.setup = train_setup.build(self.model, example, self.objective.model_inputs,
+                                   (self.tx, self.schedule), self.mesh, self.rules)
+    params = self.setup.abstract_state.params
+    inputs = self.objective.model_inputs(self.setup.example)
+    outputs = jax.eval_shape(lambda p: self.model.apply({"params": p}, **inputs), params)
+    self.flops_per_token = flops.for_model(self.model, params, self.sequence_length, outputs)
 
   def _restore_or_init(self, resume: int | None) -> tuple[train_state.TrainState, int]:
     """(state, batches consumed): resumes checkpoint `resume`, else starts."""
     if resume is not None:
-      target = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
-                            self.abstract_state, self.state_shardings)
-      state, extra = self.checkpoints.restore(resume, target)
+      state, extra = self.checkpoints.restore(resume, self.setup.restore_target())
       self._log(f"Resumed from step {resume} in {self.checkpoints.directory}.")
       return state, int(extra.get("batches_consumed", resume))
-    state = train_state.create_state(self.init_fn, self.tx, self.seed, self.state_shardings)
+    state = self.setup.new_state(self.seed)
     if self.init_checkpoint:
       pretrained, meta = checkpoints.load_params(self.init_checkpoint)
       merged, fresh = train_state.merge_pretrained(distributed.host_copy(state.params),
                                                    pretrained, self.init_checkpoint)
-      state = train_state.create_state(self.init_fn, self.tx, self.seed, self.state_shardings,
-                                       params=merged)
+      state = self.setup.new_state(self.seed, params=merged)
       self._log(f"Initialized from {self.init_checkpoint} ({meta.get('family', 'weights')}); "
                 f"{len(fresh)} parameters new: {fresh[:4]}{'...' if len(fresh) > 4 else ''}")
     return state, 0
@@ -203,15 +195,8 @@ class Trainer:
   # ------------------------------------------------------------------------- steps
   def _train_step(self):
     if "train" not in self._compiled:
-      step = train_step.make_train_step(self.model, self.objective, self.tx, self.schedule,
-                                        self.num_microbatches)
-      # Carried state (XLNet memory) is batch-major: laid out like the batch.
-      carry = (self.batch_sharding,) if train_step.carries_state(self.objective) else ()
-      self._compiled["train"] = partitioning.jit_sharded(
-          step, self.mesh, self.rules,
-          in_shardings=(self.state_shardings, self.batch_sharding) + carry,
-          out_shardings=(self.state_shardings, partitioning.replicated(self.mesh)) + carry,
-          donate_argnums=(0, 2) if carry else (0,))
+      self._compiled["train"] = self.setup.jit_train_step(self.model, self.objective,
+                                                          self.num_microbatches)
     return self._compiled["train"]
 
   def _initial_carry(self, resumed_step: int | None = None):
@@ -233,19 +218,15 @@ class Trainer:
 
   def _eval_step(self):
     if "eval" not in self._compiled:
-      step = train_step.make_eval_step(self.model, self.objective)
-      self._compiled["eval"] = partitioning.jit_sharded(
-          step, self.mesh, self.rules, in_shardings=(self.state_shardings.params, self.batch_sharding),
-          out_shardings=partitioning.replicated(self.mesh))
+      self._compiled["eval"] = self.setup.jit_on_params(
+          train_step.make_eval_step(self.model, self.objective))
     return self._compiled["eval"]
 
   def _attention_step(self):
     if "attention" not in self._compiled:
       step = attention_signals.make_step(self.model, self.objective,
                                          attention_signals.attention_signal_scope())
-      self._compiled["attention"] = partitioning.jit_sharded(
-          step, self.mesh, self.rules, in_shardings=(self.state_shardings.params, self.batch_sharding),
-          out_shardings=partitioning.replicated(self.mesh))
+      self._compiled["attention"] = self.setup.jit_on_params(step)
     return self._compiled["attention"]
 
   # ------------------------------------------------------------------------- public

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bertjax.train import loop as train_loop, optimizers, step as train_step
+from bertjax.train import loop as train_loop, optimizers, partitioning, step as train_step
 from bertjax import paths
 from bertjax.evaluation import sts
 from bertjax.sbert import data as sbert_data, io as sbert_io
@@ -133,6 +133,30 @@ def test_train_stage_stops_on_a_nonfinite_step(tokenizer):
                      match=r"NaN/Inf at step \d+\. Stopped; lower --learning_rate \(now 1e\+06\)"):
     sbert_train.train_stage("nli", siamese.SoftmaxLoss(), NLI, 20, 3, encoder, start, tokenizer,
                             config, lambda line: None)
+
+
+@pytest.mark.slow
+def test_train_stage_shards_over_the_mesh_and_matches_one_device(tokenizer, tmp_path):
+  # (conftest gives this process 8 CPU devices.) Vocabulary and widths split over `model`.
+  encoder = bert.BertModel(bert.bert_tiny(vocab_size=32, hidden_dropout=0.0,
+                                          attention_dropout=0.0), add_pooling_layer=False)
+  start = nn.unbox(encoder.init(jax.random.PRNGKey(1), np.ones((1, 4), np.int32))["params"])
+  config = sbert_train.TrainConfig(batch_size=4, learning_rate=1e-3, log_every=1, max_steps=3)
+  meshes = {"mesh": partitioning.make_mesh((4, 2)),
+            "single": partitioning.make_mesh((1, 1), devices=jax.devices()[:1])}
+  trained = {name: sbert_train.train_stage("nli", siamese.SoftmaxLoss(), NLI, 2, 3, encoder,
+                                           start, tokenizer, config, lambda line: None,
+                                           str(tmp_path / name), mesh=mesh)
+             for name, mesh in meshes.items()}
+  losses = {name: [json.loads(l)["loss"] for l in (tmp_path / name / "metrics.jsonl")
+                   .read_text().splitlines()] for name in meshes}
+  assert len(losses["mesh"]) == 3
+  np.testing.assert_allclose(losses["mesh"], losses["single"], rtol=1e-5)
+  leaves = jax.tree.leaves(trained["mesh"])
+  assert all(leaf.sharding.mesh.devices.size == 8 for leaf in leaves)
+  assert any("model" in leaf.sharding.spec for leaf in leaves)  # not only replicated
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), trained["mesh"],
+               trained["single"])
 
 
 def test_train_config_names_the_bad_flag():
