@@ -10,7 +10,7 @@ import flax.linen as nn
 from gin import config_parser
 
 from bertjax import configurables, files
-from bertjax.checkpoints.params import METADATA_FILE, PARAMS_ITEM, RUN_SUBDIR
+from bertjax.checkpoints.params import METADATA_FILE, PARAMS_ITEM, folder_holding
 from bertjax.hf import registry
 
 RUN_CONFIG_FILE = "config.gin"  # what bertjax.main writes into a model_dir
@@ -18,13 +18,7 @@ RUN_CONFIG_FILE = "config.gin"  # what bertjax.main writes into a model_dir
 
 def model_dir_of(path: str) -> str | None:
   """The model_dir that `path` is, or whose checkpoints/ folder or step folder it is."""
-  path = os.path.normpath(path)
-  candidates = [path]
-  if os.path.basename(path) == RUN_SUBDIR:
-    candidates.append(os.path.dirname(path))
-  elif os.path.basename(os.path.dirname(path)) == RUN_SUBDIR:
-    candidates.append(os.path.dirname(os.path.dirname(path)))
-  return next((c for c in candidates if os.path.isfile(os.path.join(c, RUN_CONFIG_FILE))), None)
+  return folder_holding(path, RUN_CONFIG_FILE)
 
 
 def converted_metadata(directory: str) -> tuple[Any, str, Any, dict, str | None]:

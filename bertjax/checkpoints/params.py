@@ -25,6 +25,18 @@ RUN_SUBDIR = "checkpoints"
 STATE_ITEM = "state"  # the item of a run's step folder holding params and optimizer state
 
 
+def folder_holding(path: str | os.PathLike, marker: str) -> str | None:
+  """The folder with file `marker` that `path` is, or whose checkpoints/ folder or step
+  folder `path` is (a run's model_dir seen from inside its checkpoints)."""
+  path = os.path.normpath(os.fspath(path))
+  candidates = [path]
+  if os.path.basename(path) == RUN_SUBDIR:
+    candidates.append(os.path.dirname(path))
+  elif os.path.basename(os.path.dirname(path)) == RUN_SUBDIR:
+    candidates.append(os.path.dirname(os.path.dirname(path)))
+  return next((c for c in candidates if os.path.isfile(os.path.join(c, marker))), None)
+
+
 def save_params(directory: str, params: Any, metadata: Mapping[str, Any] | None = None) -> None:
   """Writes `params` (a pytree of arrays, boxed or not) and JSON `metadata` to `directory`.
 

@@ -41,7 +41,8 @@ import jax.numpy as jnp
 from bertjax import files
 from bertjax.checkpoints import encoders, legacy
 from bertjax.checkpoints.model import HFModel
-from bertjax.checkpoints.params import METADATA_FILE, PARAMS_ITEM, RUN_SUBDIR, load_params
+from bertjax.checkpoints.params import (METADATA_FILE, PARAMS_ITEM, RUN_SUBDIR,
+                                        folder_holding, load_params)
 from bertjax.hf import registry
 from bertjax.models.common.distillation import StudentTeacher
 
@@ -282,13 +283,7 @@ def read(folder: str | os.PathLike) -> Record:
 def locate(path: str | os.PathLike) -> str | None:
   """The folder whose model.json describes `path`: `path`, or for a run's checkpoints/
   folder or step folder, the run's model_dir."""
-  path = os.path.normpath(os.fspath(path))
-  candidates = [path]
-  if os.path.basename(path) == RUN_SUBDIR:
-    candidates.append(os.path.dirname(path))
-  elif os.path.basename(os.path.dirname(path)) == RUN_SUBDIR:
-    candidates.append(os.path.dirname(os.path.dirname(path)))
-  return next((c for c in candidates if os.path.isfile(os.path.join(c, FILE))), None)
+  return folder_holding(path, FILE)
 
 
 def find(path: str | os.PathLike) -> tuple[Record, str]:
