@@ -50,14 +50,16 @@ def summary(point: Optional[dict], baselines: Optional[dict]) -> str:
 
 
 def evals(model_dir: str) -> list[dict]:
-  """The eval rows of a run's metrics.jsonl that carry a signal, with step and signals."""
+  """The eval rows of a run's metrics.jsonl that carry a signal, with step and signals, in
+  step order. A resumed run logs the steps after its checkpoint again: the latest row wins."""
   path = os.path.join(model_dir, "metrics.jsonl")
   if not os.path.isfile(path):
     return []
   with open(path) as f:
     rows = [json.loads(line) for line in f if line.strip()]
-  return [{k: r[k] for k in ("step",) + SIGNALS if k in r} for r in rows
-          if r.get("split") == "eval" and any(k in r for k in SIGNALS)]
+  by_step = {r["step"]: {k: r[k] for k in ("step",) + SIGNALS if k in r} for r in rows
+             if r.get("split") == "eval" and any(k in r for k in SIGNALS)}
+  return [by_step[step] for step in sorted(by_step)]
 
 
 def first_pass(curve: list[dict], baselines: dict) -> Optional[int]:

@@ -32,6 +32,14 @@ def test_evals_reads_only_the_eval_rows_that_carry_a_signal(tmp_path):
   assert word_order.evals(str(tmp_path / "missing")) == []
 
 
+def test_a_step_logged_again_after_a_resume_counts_once_with_its_latest_values(tmp_path):
+  stale = {**LEARNED, "attention_next_max": 0.1}
+  later = {**LEARNED, "step": 3}
+  rows = [{"split": "eval", **stale}, {"split": "eval", **later}, {"split": "eval", **LEARNED}]
+  (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+  assert word_order.evals(str(tmp_path)) == [LEARNED, later]
+
+
 def test_the_table_reports_each_arms_signals_and_plots_them(tmp_path):
   from bertjax.tables import __main__ as cli, catalog
   early = {**LEARNED, "step": 1, "mlm_unseen_loss": 6.5, "attention_next_max": 0.1}
