@@ -2,6 +2,7 @@
 import re
 from typing import Mapping, Optional, Sequence
 
+import numpy as np
 import seqio
 import tensorflow as tf
 import tokenizers
@@ -29,8 +30,10 @@ class SentencePieceVocabulary(RoleIdsMixin, seqio.SentencePieceVocabulary):
                            and leading/trailing whitespace vanish.
     whitespace_split=False (BigBird): a run of 2+ spaces is one "▁", every other space
                            a "▁" (so trailing spaces give a "▁" token).
-  The python and TF paths run the same steps (python via sentencepiece, TF via
-  tensorflow_text), so `encode_tf` equals `encode`.
+  The python and TF paths run the same steps, so `encode_tf` equals `encode`: the TF path
+  normalises in-graph and then calls the same sentencepiece library as the python path
+  (tensorflow_text's own copy breaks ties between equally scored segmentations the other
+  way: ALBERT's "xbbb" is "x", "b", "bb" in sentencepiece and HF, "x", "bb", "b" there).
   """
 
   def __init__(self, model_file: str, lower_case: bool = False,
@@ -127,7 +130,16 @@ class SentencePieceVocabulary(RoleIdsMixin, seqio.SentencePieceVocabulary):
           tf.strings.regex_replace(texts, " {2,}", "▁"), " ", "▁")
       spaced = tf.where(tf.strings.regex_full_match(spaced, "(?s)▁.*"), spaced, "▁" + spaced)
       texts = tf.where(tf.strings.length(texts) > 0, spaced, texts)
-    return self.tf_tokenizer.tokenize(texts)
+    values, lengths = tf.numpy_function(self._sentencepiece_np, [texts], [tf.int32, tf.int64],
+                                        stateful=False)
+    return tf.RaggedTensor.from_row_lengths(tf.ensure_shape(values, [None]),
+                                            tf.ensure_shape(lengths, [None]))
+
+  def _sentencepiece_np(self, texts: np.ndarray):
+    """[n] prepared texts -> (flat ids, [n] lengths), by the python path's sentencepiece."""
+    encoded = self.tokenizer.EncodeAsIds([t.decode("utf-8") for t in texts.reshape(-1)])
+    values = np.array([i for ids in encoded for i in ids], np.int32)
+    return values, np.array([len(ids) for ids in encoded], np.int64)
 
   def __getstate__(self):
     state = super().__getstate__()
