@@ -7,16 +7,24 @@ from typing import Any, Mapping, Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
+from bertjax.hf.config_map import ConfigMap
 from bertjax.hf.mapping import Rule
 
 
 class Family(abc.ABC):
-  """Base class of `bertjax/hf/<family>.py` adapters. Subclasses fill in the class
-  attributes and the four abstract methods; the rest has working defaults."""
+  """Base class of the `bertjax/models/<family>/hf.py` adapters. Subclasses fill in the class
+  attributes and the two abstract methods; the rest has working defaults.
+
+  config.json: `config_map` (bertjax.hf.config_map.ConfigMap) declares how its keys and our
+  config's fields correspond; `config_from_hf` and `config_to_hf` read it both ways. A
+  family overrides them only for what a declaration cannot say (a field derived from
+  several keys, a check across fields), calling the default for the rest.
+  """
   name: str = ""
   model_types: tuple[str, ...] = ()
   # Our config dataclass: how a trained module's family is found (registry.family_for_config).
   config_class: type | None = None
+  config_map: ConfigMap | None = None
   # HF architecture name -> names of the reference outputs our module returns for it.
   architectures: Mapping[str, tuple[str, ...]] = {}
   # HF tensors deliberately not loaded (buffers, tied duplicates), as regexes.
@@ -28,13 +36,14 @@ class Family(abc.ABC):
 
   __str__ = __repr__
 
-  @abc.abstractmethod
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> Any:
     """Our config dataclass from config.json's contents (ValueError on unsupported options)."""
+    return self.config_class(**self.config_map.read(hf_config))
 
-  @abc.abstractmethod
   def config_to_hf(self, config: Any, architecture: str) -> dict:
     """config.json contents for `config` (with model_type and architectures)."""
+    return {"model_type": self.model_types[0], "architectures": [architecture],
+            **self.config_map.write(config)}
 
   @abc.abstractmethod
   def make_module(self, architecture: str, config: Any) -> nn.Module:
