@@ -1,6 +1,5 @@
 """What a model family tells the bridge: configs, modules, and the parameter table."""
 import abc
-import dataclasses
 import re
 from typing import Any, Mapping, Sequence
 
@@ -94,9 +93,3 @@ class Family(abc.ABC):
   def outputs(self, architecture: str, outputs: Mapping[str, Any]) -> dict:
     names = self.architectures[architecture] + ("hidden_states",)
     return {k: v for k, v in outputs.items() if k in names and v is not None}
-
-
-def config_fields(config_cls, values: Mapping[str, Any]) -> dict:
-  """Keeps only the keys that are fields of `config_cls` (for building configs)."""
-  names = {f.name for f in dataclasses.fields(config_cls)}
-  return {k: v for k, v in values.items() if k in names}

@@ -1,21 +1,31 @@
 """BERT <-> transformers' BertModel / BertForPreTraining / BertForMaskedLM and the task
 classes BertFor{SequenceClassification, TokenClassification, QuestionAnswering,
 MultipleChoice}."""
-from typing import Any, Mapping
-
 from bertjax.hf import tasks
-from bertjax.hf.family import Family, config_fields
+from bertjax.hf.config_map import COMPUTE_DTYPE, ConfigMap, Field, same
+from bertjax.hf.family import Family
 from bertjax.hf.mapping import Rule
 from bertjax.models import bert
 from bertjax.models.bert import tasks as bert_tasks
 
-# config.json key -> BertConfig field, where the names differ.
-_RENAMED = {
-    "num_hidden_layers": "num_layers",
-    "num_attention_heads": "num_heads",
-    "hidden_dropout_prob": "hidden_dropout",
-    "attention_probs_dropout_prob": "attention_dropout",
-}
+# The config.json keys of BERT-style encoders and the EncoderConfig fields they carry
+# (BERT's descendants, ALBERT, ELECTRA and DeBERTa add their own).
+ENCODER_FIELDS = (
+    *same("vocab_size", "hidden_size"),
+    Field("num_hidden_layers", "num_layers"),
+    Field("num_attention_heads", "num_heads"),
+    *same("intermediate_size", "hidden_act"),
+    Field("hidden_dropout_prob", "hidden_dropout"),
+    Field("attention_probs_dropout_prob", "attention_dropout"),
+    *same("max_position_embeddings", "type_vocab_size", "layer_norm_eps", "initializer_range",
+          "pad_token_id"),
+    COMPUTE_DTYPE,
+)
+
+CONFIG_MAP = ConfigMap(
+    "BERT", ENCODER_FIELDS + same("classifier_dropout"),
+    constants={"position_embedding_type": "absolute"},
+    hf_only={"tie_word_embeddings": True})
 
 # Task kind -> the transformers layers of its head: (hidden dense or None, output layer).
 TASK_HEADS = {
@@ -71,6 +81,7 @@ class BertFamily(Family):
   name = "bert"
   model_types = ("bert",)
   config_class = bert.BertConfig  # families reusing BERT's config.json keys override this
+  config_map = CONFIG_MAP
   architectures = {
       "BertModel": ("last_hidden_state", "pooler_output"),
       "BertForPreTraining": ("prediction_logits", "seq_relationship_logits"),
@@ -83,30 +94,6 @@ class BertFamily(Family):
   pooled_kinds = bert_tasks.POOLED
   # position_ids is a buffer; the decoder is tied to the word embeddings and its bias.
   ignored_keys = (r".*position_ids", r"cls\.predictions\.decoder\.(weight|bias)")
-
-  def config_from_hf(self, hf_config: Mapping[str, Any]) -> bert.BertConfig:
-    position_type = hf_config.get("position_embedding_type", "absolute")
-    if position_type != "absolute":
-      raise ValueError(f"position_embedding_type={position_type!r} is not supported for BERT; "
-                       "only 'absolute' is.")
-    values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
-    values.update(tasks.label_values(hf_config))
-    return self.config_class(**config_fields(self.config_class, values))
-
-  def config_to_hf(self, config: bert.BertConfig, architecture: str) -> dict:
-    return {
-        "model_type": "bert", "architectures": [architecture],
-        "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
-        "num_hidden_layers": config.num_layers, "num_attention_heads": config.num_heads,
-        "intermediate_size": config.intermediate_size, "hidden_act": config.hidden_act,
-        "hidden_dropout_prob": config.hidden_dropout,
-        "attention_probs_dropout_prob": config.attention_dropout,
-        "max_position_embeddings": config.max_position_embeddings,
-        "type_vocab_size": config.type_vocab_size, "layer_norm_eps": config.layer_norm_eps,
-        "initializer_range": config.initializer_range, "pad_token_id": config.pad_token_id,
-        "position_embedding_type": "absolute", "tie_word_embeddings": True,
-        "classifier_dropout": config.classifier_dropout, **tasks.label_config(config),
-    }
 
   def make_module(self, architecture: str, config: bert.BertConfig):
     kind = tasks.kind_of(architecture)

@@ -6,15 +6,22 @@ Longformer's config.json and tensors are RoBERTa's plus `attention_window` (the 
 window 2w, one per layer or one for all) and the global projections of every layer
 (`attention.self.{query,key,value}_global`).
 """
+import dataclasses
 from typing import Any, Mapping
 
 from bertjax.models.bert.hf import encoder_rules, pooler_rules
 from bertjax.hf import tasks
+from bertjax.hf.config_map import same
 from bertjax.hf.mapping import Rule
+from bertjax.models.roberta import hf as roberta_hf
 from bertjax.models.roberta.hf import RobertaFamily, lm_head_rules
 from bertjax.layers.long_attention import sparse
 from bertjax.models import longformer
 from bertjax.models.longformer import tasks as longformer_tasks
+
+# RoBERTa's, with sep_token_id; attention_window is the attention's (config_from_hf).
+CONFIG_MAP = dataclasses.replace(roberta_hf.CONFIG_MAP, model="Longformer",
+                                 fields=roberta_hf.CONFIG_MAP.fields + same("sep_token_id"))
 
 
 def global_projection_rules(hf: str, ours: str) -> list[Rule]:
@@ -29,6 +36,7 @@ class LongformerFamily(RobertaFamily):
   name = "longformer"
   model_types = ("longformer",)
   config_class = longformer.LongformerConfig
+  config_map = CONFIG_MAP
   architectures = {
       "LongformerModel": ("last_hidden_state", "pooler_output"),
       "LongformerForMaskedLM": ("logits",),
@@ -36,6 +44,7 @@ class LongformerFamily(RobertaFamily):
   }
   base_prefix = "longformer."
 
+  # attention_window (the full window 2w, one per layer or one for all) <-> our attention's w.
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> longformer.LongformerConfig:
     window = hf_config.get("attention_window", 512)
     windows = (window,) if isinstance(window, int) else tuple(window)
@@ -52,12 +61,9 @@ class LongformerFamily(RobertaFamily):
     return base.replace(attention=sparse.Longformer(window=one_sided, global_tokens=()))
 
   def config_to_hf(self, config: longformer.LongformerConfig, architecture: str) -> dict:
-    hf = super().config_to_hf(config, architecture)
     window = config.attention.window
-    hf.update(model_type="longformer", sep_token_id=config.sep_token_id,
-              attention_window=([2 * w for w in window] if isinstance(window, tuple)
-                                else 2 * window))
-    return hf
+    full = [2 * w for w in window] if isinstance(window, tuple) else 2 * window
+    return {**super().config_to_hf(config, architecture), "attention_window": full}
 
   def make_module(self, architecture: str, config: longformer.LongformerConfig):
     if tasks.kind_of(architecture):

@@ -4,7 +4,10 @@ RobertaFor{SequenceClassification, TokenClassification, QuestionAnswering, Multi
 RoBERTa's config.json and encoder tensors are BERT's, so the adapter extends the BERT
 one; only the heads' tensor names and the module classes differ.
 """
+import dataclasses
+
 from bertjax.hf import tasks
+from bertjax.models.bert import hf as bert_hf
 from bertjax.models.bert.hf import BertFamily, encoder_rules, pooler_rules
 from bertjax.hf.mapping import Rule
 from bertjax.models import roberta
@@ -17,6 +20,10 @@ TASK_HEADS = {
     "ForQuestionAnswering": (None, "qa_outputs"),
     "ForMultipleChoice": (None, "classifier"),
 }
+
+CONFIG_MAP = dataclasses.replace(
+    bert_hf.CONFIG_MAP, model="RoBERTa",
+    hf_only={**bert_hf.CONFIG_MAP.hf_only, "bos_token_id": 0, "eos_token_id": 2})
 
 
 def lm_head_rules(hf: str = "lm_head.", ours: str = "lm_head/") -> list[Rule]:
@@ -31,6 +38,7 @@ class RobertaFamily(BertFamily):
   name = "roberta"
   model_types = ("roberta",)
   config_class = roberta.RobertaConfig
+  config_map = CONFIG_MAP
   architectures = {
       "RobertaModel": ("last_hidden_state", "pooler_output"),
       "RobertaForMaskedLM": ("logits",),
@@ -41,11 +49,6 @@ class RobertaFamily(BertFamily):
   pooled_kinds = roberta_tasks.POOLED
   # Buffers, and the decoder tied to the word embeddings and to lm_head.bias.
   ignored_keys = (r".*position_ids", r".*token_type_ids", r"lm_head\.decoder\.(weight|bias)")
-
-  def config_to_hf(self, config: roberta.RobertaConfig, architecture: str) -> dict:
-    hf = super().config_to_hf(config, architecture)
-    hf.update(model_type="roberta", bos_token_id=0, eos_token_id=2)
-    return hf
 
   def make_module(self, architecture: str, config: roberta.RobertaConfig):
     if tasks.kind_of(architecture):
