@@ -15,8 +15,8 @@ class Field:
   """config.json's key `hf` <-> our config's field `ours`.
 
   to_hf / from_hf: convert the value where its form differs (e.g. a list <-> a tuple).
-  default: what a config.json without the key means, where that is not our field's default
-    (transformers' default for it).
+  default: what a config.json without the key means (transformers' default, in config.json's
+    form), where that is not our field's default.
   read / written: a field read only (config.json's `dtype`), or written only (a key
     transformers wants that repeats another field, e.g. XLNet's d_head).
   omit_none: leave the key out of config.json when our value is None.
