@@ -31,7 +31,7 @@ TASK_HEADS = {
 }
 
 
-def encoder_rules(config: albert.AlbertConfig, hf: str, ours: str) -> list[Rule]:
+def encoder_rules(hf: str, ours: str, config: albert.AlbertConfig) -> list[Rule]:
   group = "0" if config.share_parameters else LAYER
   layer = f"{hf}encoder.albert_layer_groups.{group}.albert_layers.0."
   stack = f"{ours}encoder/layers/"
@@ -61,11 +61,6 @@ def encoder_rules(config: albert.AlbertConfig, hf: str, ours: str) -> list[Rule]
   ]
 
 
-def pooler_rules(hf: str, ours: str) -> list[Rule]:
-  return [Rule(f"{hf}pooler.weight", f"{ours}pooler/kernel", "linear"),
-          Rule(f"{hf}pooler.bias", f"{ours}pooler/bias")]
-
-
 def mlm_head_rules() -> list[Rule]:
   return [Rule("predictions.dense.weight", "predictions/transform/kernel", "linear"),
           Rule("predictions.dense.bias", "predictions/transform/bias"),
@@ -86,6 +81,10 @@ class AlbertFamily(Family):
       **tasks.architectures("Albert", albert_tasks.KINDS),
   }
   ignored_keys = (r".*position_ids", r".*token_type_ids", r"predictions\.decoder\.(weight|bias)")
+  task_encoder_prefix = "albert."
+  task_heads = TASK_HEADS
+  pooled_kinds = albert_tasks.POOLED
+  pooler_layer = "pooler"  # a bare Linear (BERT's is `pooler.dense`)
 
   def make_module(self, architecture: str, config: albert.AlbertConfig):
     kind = tasks.kind_of(architecture)
@@ -94,17 +93,15 @@ class AlbertFamily(Family):
     return {"AlbertModel": albert.AlbertModel, "AlbertForPreTraining": albert.AlbertForPreTraining,
             "AlbertForMaskedLM": albert.AlbertForMaskedLM}[architecture](config)
 
-  def rules(self, architecture: str, config: albert.AlbertConfig) -> list[Rule]:
-    kind = tasks.kind_of(architecture)
-    if kind:
-      pooler = pooler_rules("albert.", "encoder/") if kind in albert_tasks.POOLED else []
-      return (encoder_rules(config, "albert.", "encoder/") + pooler
-              + tasks.head_rules(*TASK_HEADS[kind]))
+  def encoder_rules(self, hf: str, ours: str, config: albert.AlbertConfig) -> list[Rule]:
+    return encoder_rules(hf, ours, config)
+
+  def model_rules(self, architecture: str, config: albert.AlbertConfig) -> list[Rule]:
     if architecture == "AlbertModel":
-      return encoder_rules(config, "", "") + pooler_rules("", "")
-    rules = encoder_rules(config, "albert.", "albert/") + mlm_head_rules()
+      return encoder_rules("", "", config) + self.pooler_rules("", "")
+    rules = encoder_rules("albert.", "albert/", config) + mlm_head_rules()
     if architecture == "AlbertForPreTraining":
-      rules += pooler_rules("albert.", "albert/") + [
+      rules += self.pooler_rules("albert.", "albert/") + [
           Rule("sop_classifier.classifier.weight", "sop_classifier/kernel", "linear"),
           Rule("sop_classifier.classifier.bias", "sop_classifier/bias")]
     return rules

@@ -100,7 +100,7 @@ class BartFamily(Seq2SeqFamily):
     return {"BartForConditionalGeneration": bart.BartForConditionalGeneration,
             "BartModel": bart.BartModel}[architecture](config)
 
-  def rules(self, architecture: str, config: bart.BartConfig) -> list[Rule]:
+  def model_rules(self, architecture: str, config: bart.BartConfig) -> list[Rule]:
     generation = architecture == "BartForConditionalGeneration"
     hf, ours = ("model.", "model/") if generation else ("", "")
     rules = [Rule(f"{hf}shared.weight", f"{ours}shared/embedding"),

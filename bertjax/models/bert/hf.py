@@ -64,11 +64,6 @@ def encoder_rules(hf: str, ours: str) -> list[Rule]:
   ]
 
 
-def pooler_rules(hf: str, ours: str) -> list[Rule]:
-  return [Rule(f"{hf}pooler.dense.weight", f"{ours}pooler/kernel", "linear"),
-          Rule(f"{hf}pooler.dense.bias", f"{ours}pooler/bias")]
-
-
 def mlm_head_rules(hf: str = "cls.predictions.", ours: str = "mlm_head/") -> list[Rule]:
   return [Rule(f"{hf}transform.dense.weight", f"{ours}transform/kernel", "linear"),
           Rule(f"{hf}transform.dense.bias", f"{ours}transform/bias"),
@@ -88,8 +83,7 @@ class BertFamily(Family):
       "BertForMaskedLM": ("logits",),
       **tasks.architectures("Bert", bert_tasks.KINDS),
   }
-  # Task classes: where their encoder's tensors live, the head table, the pooled kinds.
-  base_prefix = "bert."
+  task_encoder_prefix = "bert."
   task_heads = TASK_HEADS
   pooled_kinds = bert_tasks.POOLED
   # position_ids is a buffer; the decoder is tied to the word embeddings and its bias.
@@ -105,22 +99,15 @@ class BertFamily(Family):
   def task_module(self, kind: str, config: bert.BertConfig):
     return bert_tasks.task_model(kind, config)
 
-  def task_encoder_rules(self, hf: str, ours: str, config: bert.BertConfig,
-                         pooled: bool) -> list[Rule]:
-    """The encoder of a task class (BERT-style families extend it)."""
-    return encoder_rules(hf, ours) + (pooler_rules(hf, ours) if pooled else [])
+  def encoder_rules(self, hf: str, ours: str, config: bert.BertConfig) -> list[Rule]:
+    return encoder_rules(hf, ours)
 
-  def rules(self, architecture: str, config: bert.BertConfig) -> list[Rule]:
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return (self.task_encoder_rules(self.base_prefix, "encoder/", config,
-                                      kind in self.pooled_kinds)
-              + tasks.head_rules(*self.task_heads[kind]))
+  def model_rules(self, architecture: str, config: bert.BertConfig) -> list[Rule]:
     if architecture == "BertModel":
-      return encoder_rules("", "") + pooler_rules("", "")
-    rules = encoder_rules("bert.", "bert/") + mlm_head_rules()
+      return self.encoder_rules("", "", config) + self.pooler_rules("", "")
+    rules = self.encoder_rules("bert.", "bert/", config) + mlm_head_rules()
     if architecture == "BertForPreTraining":
-      rules += pooler_rules("bert.", "bert/") + [
+      rules += self.pooler_rules("bert.", "bert/") + [
           Rule("cls.seq_relationship.weight", "nsp_head/kernel", "linear"),
           Rule("cls.seq_relationship.bias", "nsp_head/bias")]
     return rules

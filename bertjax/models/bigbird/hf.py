@@ -7,7 +7,6 @@ BERT one; what it adds is the attention config. transformers draws the random bl
 numpy seeded by the layer index in training mode and points them all at block 0 in eval
 mode: `BigBird(random_seed=0, eval_plan='zeros')` reproduces both.
 """
-import dataclasses
 from typing import Any, Mapping
 
 from bertjax.models.bert.hf import BertFamily, ENCODER_FIELDS
@@ -49,6 +48,7 @@ class BigBirdFamily(BertFamily):
   }
   task_heads = TASK_HEADS
   pooled_kinds = bigbird_tasks.POOLED
+  pooler_layer = "pooler"  # a bare Linear (BERT's is `pooler.dense`)
   # The MLM model's checkpoint also holds the (unused) pooler.
   ignored_keys = BertFamily.ignored_keys + (r"bert\.pooler\.(weight|bias)",)
 
@@ -79,13 +79,14 @@ class BigBirdFamily(BertFamily):
   def task_module(self, kind: str, config: bigbird.BigBirdConfig):
     return bigbird_tasks.task_model(kind, config)
 
-  def rules(self, architecture: str, config: bigbird.BigBirdConfig) -> list[Rule]:
-    if tasks.kind_of(architecture) == "ForQuestionAnswering":
-      return (self.task_encoder_rules("bert.", "encoder/", config, False)
-              + question_answering_head_rules())
-    # BigBird's pooler is a bare Linear (`pooler.weight`), BERT's a `pooler.dense`.
-    return [dataclasses.replace(r, hf=r.hf.replace("pooler.dense.", "pooler."))
-            for r in super().rules(_AS_BERT.get(architecture, architecture), config)]
+  def model_rules(self, architecture: str, config: bigbird.BigBirdConfig) -> list[Rule]:
+    return super().model_rules(_AS_BERT.get(architecture, architecture), config)
+
+  # The question-answering head has a feed-forward block before its output layer.
+  def task_head_rules(self, kind: str, config: bigbird.BigBirdConfig) -> list[Rule]:
+    if kind == "ForQuestionAnswering":
+      return question_answering_head_rules()
+    return super().task_head_rules(kind, config)
 
 
 def question_answering_head_rules(hf: str = "qa_classifier.", ours: str = "head/") -> list[Rule]:

@@ -98,7 +98,7 @@ def attention_rules(hf: str, ours: str, config: deberta.DebertaConfig) -> list[R
   return rules
 
 
-def model_rules(hf: str, ours: str, config: deberta.DebertaConfig) -> list[Rule]:
+def encoder_rules(hf: str, ours: str, config: deberta.DebertaConfig) -> list[Rule]:
   layer, stack = f"{hf}encoder.layer.{{layer}}.", f"{ours}encoder/stack/layers/"
   rules = embedding_rules(hf, ours, config) + attention_rules(
       f"{layer}attention.self.", f"{stack}attention/", config) + [
@@ -146,6 +146,8 @@ class DebertaFamily(Family):
   config_map = _config_map(1)
   prefix = "Deberta"
   task_kinds = deberta_tasks.KINDS_V1
+  task_encoder_prefix = "deberta."
+  task_heads = TASK_HEADS
   # Buffers, and the legacy head's decoder (tied to the word embeddings and `bias`).
   ignored_keys = (r".*position_ids", r"cls\.predictions\.decoder\.(weight|bias)")
 
@@ -184,13 +186,13 @@ class DebertaFamily(Family):
       return deberta.DebertaForMaskedLM(config)
     return deberta.DebertaModel(config)
 
-  def rules(self, architecture: str, config: deberta.DebertaConfig) -> list[Rule]:
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return model_rules("deberta.", "encoder/", config) + tasks.head_rules(*TASK_HEADS[kind])
+  def encoder_rules(self, hf: str, ours: str, config: deberta.DebertaConfig) -> list[Rule]:
+    return encoder_rules(hf, ours, config)
+
+  def model_rules(self, architecture: str, config: deberta.DebertaConfig) -> list[Rule]:
     if architecture.endswith("Model"):
-      return model_rules("", "", config)
-    return model_rules("deberta.", "deberta/", config) + head_rules(config)
+      return encoder_rules("", "", config)
+    return encoder_rules("deberta.", "deberta/", config) + head_rules(config)
 
 
 class DebertaV2Family(DebertaFamily):

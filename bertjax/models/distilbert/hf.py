@@ -77,6 +77,8 @@ class DistilBertFamily(Family):
   }
   # The projector's weight is tied to the word embeddings (its bias is not).
   ignored_keys = (r".*position_ids", r"vocab_projector\.weight")
+  task_encoder_prefix = "distilbert."
+  task_heads = TASK_HEADS
 
   # A config whose LayerNorm eps transformers cannot represent is refused.
   def config_to_hf(self, config: distilbert.DistilBertConfig, architecture: str) -> dict:
@@ -92,10 +94,10 @@ class DistilBertFamily(Family):
     return {"DistilBertModel": distilbert.DistilBertModel,
             "DistilBertForMaskedLM": distilbert.DistilBertForMaskedLM}[architecture](config)
 
-  def rules(self, architecture: str, config: distilbert.DistilBertConfig) -> list[Rule]:
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return encoder_rules("distilbert.", "encoder/") + tasks.head_rules(*TASK_HEADS[kind])
+  def encoder_rules(self, hf: str, ours: str, config: distilbert.DistilBertConfig) -> list[Rule]:
+    return encoder_rules(hf, ours)
+
+  def model_rules(self, architecture: str, config: distilbert.DistilBertConfig) -> list[Rule]:
     if architecture == "DistilBertModel":
       return encoder_rules("", "")
     return encoder_rules("distilbert.", "distilbert/") + mlm_head_rules()

@@ -8,7 +8,8 @@ The joint pretraining model has no HF counterpart; bertjax.checkpoints.run_model
 """
 from typing import Any, Mapping
 
-from bertjax.models.bert.hf import ENCODER_FIELDS, encoder_rules
+from bertjax.models.bert import hf as bert_hf
+from bertjax.models.bert.hf import ENCODER_FIELDS
 from bertjax.hf import tasks
 from bertjax.hf.config_map import ConfigMap, Field, same
 from bertjax.hf.family import Family
@@ -44,8 +45,8 @@ _MODULES = {
 }
 
 
-def model_rules(hf: str, ours: str, config: electra.ElectraConfig) -> list[Rule]:
-  rules = encoder_rules(hf, ours)
+def encoder_rules(hf: str, ours: str, config: electra.ElectraConfig) -> list[Rule]:
+  rules = bert_hf.encoder_rules(hf, ours)
   if config.embedding_size != config.hidden_size:
     rules += [Rule(f"{hf}embeddings_project.weight", f"{ours}embeddings_project/kernel", "linear"),
               Rule(f"{hf}embeddings_project.bias", f"{ours}embeddings_project/bias")]
@@ -65,6 +66,8 @@ class ElectraFamily(Family):
   }
   # Buffers, and the generator's output matrix (tied to the word embeddings).
   ignored_keys = (r".*position_ids", r".*embeddings\.token_type_ids", r"generator_lm_head\.weight")
+  task_encoder_prefix = "electra."
+  task_heads = TASK_HEADS
 
   # summary_type is one of our poolings; without embedding_size, the embeddings are as wide
   # as the hidden states (no projection).
@@ -83,13 +86,13 @@ class ElectraFamily(Family):
       return electra_tasks.task_model(kind, config)
     return _MODULES[architecture](config)
 
-  def rules(self, architecture: str, config: electra.ElectraConfig) -> list[Rule]:
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return model_rules("electra.", "encoder/", config) + tasks.head_rules(*TASK_HEADS[kind])
+  def encoder_rules(self, hf: str, ours: str, config: electra.ElectraConfig) -> list[Rule]:
+    return encoder_rules(hf, ours, config)
+
+  def model_rules(self, architecture: str, config: electra.ElectraConfig) -> list[Rule]:
     if architecture == "ElectraModel":
-      return model_rules("", "", config)
-    rules = model_rules("electra.", "electra/", config)
+      return encoder_rules("", "", config)
+    rules = encoder_rules("electra.", "electra/", config)
     if architecture == "ElectraForPreTraining":
       return rules + [
           Rule("discriminator_predictions.dense.weight", "discriminator_head/dense/kernel", "linear"),

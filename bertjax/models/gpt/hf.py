@@ -44,7 +44,7 @@ class _GPTFamily(Family):
   config_class = gpt.GPTConfig
   token_table = position_table = ""
 
-  def rules(self, architecture: str, config: gpt.GPTConfig) -> list[Rule]:
+  def model_rules(self, architecture: str, config: gpt.GPTConfig) -> list[Rule]:
     hf = "transformer." if architecture.endswith("LMHeadModel") else ""
     ours = "transformer/" if architecture.endswith("LMHeadModel") else ""
     rules = [Rule(f"{hf}{self.token_table}.weight", f"{ours}token_embeddings/embedding"),

@@ -9,19 +9,17 @@ window 2w, one per layer or one for all) and the global projections of every lay
 import dataclasses
 from typing import Any, Mapping
 
-from bertjax.models.bert.hf import encoder_rules, pooler_rules
 from bertjax.hf import tasks
 from bertjax.hf.config_map import same
 from bertjax.hf.mapping import Rule
-from bertjax.models.roberta import hf as roberta_hf
 from bertjax.models.roberta.hf import RobertaFamily, lm_head_rules
 from bertjax.layers.long_attention import sparse
 from bertjax.models import longformer
 from bertjax.models.longformer import tasks as longformer_tasks
 
 # RoBERTa's, with sep_token_id; attention_window is the attention's (config_from_hf).
-CONFIG_MAP = dataclasses.replace(roberta_hf.CONFIG_MAP, model="Longformer",
-                                 fields=roberta_hf.CONFIG_MAP.fields + same("sep_token_id"))
+CONFIG_MAP = dataclasses.replace(RobertaFamily.config_map, model="Longformer",
+                                 fields=RobertaFamily.config_map.fields + same("sep_token_id"))
 
 
 def global_projection_rules(hf: str, ours: str) -> list[Rule]:
@@ -42,7 +40,7 @@ class LongformerFamily(RobertaFamily):
       "LongformerForMaskedLM": ("logits",),
       **tasks.architectures("Longformer", longformer_tasks.KINDS),
   }
-  base_prefix = "longformer."
+  task_encoder_prefix = "longformer."
 
   # attention_window (the full window 2w, one per layer or one for all) <-> our attention's w.
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> longformer.LongformerConfig:
@@ -74,15 +72,10 @@ class LongformerFamily(RobertaFamily):
   def task_module(self, kind: str, config: longformer.LongformerConfig):
     return longformer_tasks.task_model(kind, config)
 
-  def task_encoder_rules(self, hf: str, ours: str, config: longformer.LongformerConfig,
-                         pooled: bool) -> list[Rule]:
-    return (super().task_encoder_rules(hf, ours, config, pooled)
-            + global_projection_rules(hf, ours))
+  def encoder_rules(self, hf: str, ours: str, config: longformer.LongformerConfig) -> list[Rule]:
+    return super().encoder_rules(hf, ours, config) + global_projection_rules(hf, ours)
 
-  def rules(self, architecture: str, config: longformer.LongformerConfig) -> list[Rule]:
-    if tasks.kind_of(architecture):
-      return super().rules(architecture, config)
+  def model_rules(self, architecture: str, config: longformer.LongformerConfig) -> list[Rule]:
     if architecture == "LongformerModel":
-      return encoder_rules("", "") + global_projection_rules("", "") + pooler_rules("", "")
-    return (encoder_rules("longformer.", "longformer/")
-            + global_projection_rules("longformer.", "longformer/") + lm_head_rules())
+      return self.encoder_rules("", "", config) + self.pooler_rules("", "")
+    return self.encoder_rules("longformer.", "longformer/", config) + lm_head_rules()

@@ -140,6 +140,7 @@ class ModernBertFamily(Family):
   }
   # The MLM decoder's weight is the token table.
   ignored_keys = (r"decoder\.weight",)
+  task_encoder_prefix = "model."
 
   # The rotary bases and the global-layer pattern, each in two layouts (_rope_theta, _every_n).
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> modernbert.ModernBertConfig:
@@ -162,11 +163,14 @@ class ModernBertFamily(Family):
     return {"ModernBertModel": modernbert.ModernBertModel,
             "ModernBertForMaskedLM": modernbert.ModernBertForMaskedLM}[architecture](config)
 
-  def rules(self, architecture: str, config: modernbert.ModernBertConfig) -> list[Rule]:
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return (encoder_rules("model.", "encoder/", config) + head_rules("head.", "head", config)
-              + tasks.linear("classifier", "head/out"))
+  def encoder_rules(self, hf: str, ours: str, config: modernbert.ModernBertConfig) -> list[Rule]:
+    return encoder_rules(hf, ours, config)
+
+  # Every kind's head is the prediction head (dense, norm) and `classifier`.
+  def task_head_rules(self, kind: str, config: modernbert.ModernBertConfig) -> list[Rule]:
+    return head_rules("head.", "head", config) + tasks.linear("classifier", "head/out")
+
+  def model_rules(self, architecture: str, config: modernbert.ModernBertConfig) -> list[Rule]:
     if architecture == "ModernBertModel":
       return encoder_rules("", "", config)
     rules = encoder_rules("model.", "model/", config) + head_rules("head.", "mlm_head", config)

@@ -7,8 +7,7 @@ one; only the heads' tensor names and the module classes differ.
 import dataclasses
 
 from bertjax.hf import tasks
-from bertjax.models.bert import hf as bert_hf
-from bertjax.models.bert.hf import BertFamily, encoder_rules, pooler_rules
+from bertjax.models.bert.hf import BertFamily
 from bertjax.hf.mapping import Rule
 from bertjax.models import roberta
 from bertjax.models.roberta import tasks as roberta_tasks
@@ -22,8 +21,8 @@ TASK_HEADS = {
 }
 
 CONFIG_MAP = dataclasses.replace(
-    bert_hf.CONFIG_MAP, model="RoBERTa",
-    hf_only={**bert_hf.CONFIG_MAP.hf_only, "bos_token_id": 0, "eos_token_id": 2})
+    BertFamily.config_map, model="RoBERTa",
+    hf_only={**BertFamily.config_map.hf_only, "bos_token_id": 0, "eos_token_id": 2})
 
 
 def lm_head_rules(hf: str = "lm_head.", ours: str = "lm_head/") -> list[Rule]:
@@ -44,7 +43,7 @@ class RobertaFamily(BertFamily):
       "RobertaForMaskedLM": ("logits",),
       **tasks.architectures("Roberta", roberta_tasks.KINDS),
   }
-  base_prefix = "roberta."
+  task_encoder_prefix = "roberta."
   task_heads = TASK_HEADS
   pooled_kinds = roberta_tasks.POOLED
   # Buffers, and the decoder tied to the word embeddings and to lm_head.bias.
@@ -59,9 +58,7 @@ class RobertaFamily(BertFamily):
   def task_module(self, kind: str, config: roberta.RobertaConfig):
     return roberta_tasks.task_model(kind, config)
 
-  def rules(self, architecture: str, config: roberta.RobertaConfig) -> list[Rule]:
-    if tasks.kind_of(architecture):
-      return super().rules(architecture, config)
+  def model_rules(self, architecture: str, config: roberta.RobertaConfig) -> list[Rule]:
     if architecture == "RobertaModel":
-      return encoder_rules("", "") + pooler_rules("", "")
-    return encoder_rules("roberta.", "roberta/") + lm_head_rules()
+      return self.encoder_rules("", "", config) + self.pooler_rules("", "")
+    return self.encoder_rules("roberta.", "roberta/", config) + lm_head_rules()

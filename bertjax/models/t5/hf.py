@@ -101,7 +101,7 @@ class T5Family(Seq2SeqFamily):
     return {"T5ForConditionalGeneration": t5.T5ForConditionalGeneration,
             "T5Model": t5.T5Model}[architecture](config)
 
-  def rules(self, architecture: str, config: t5.T5Config) -> list[Rule]:
+  def model_rules(self, architecture: str, config: t5.T5Config) -> list[Rule]:
     ours = "transformer/" if architecture == "T5ForConditionalGeneration" else ""
     rules = [Rule("shared.weight", f"{ours}shared/embedding"),
              *stack_rules("encoder", f"{ours}encoder", config.gated),

@@ -76,6 +76,8 @@ class XLNetFamily(Family):
          for name, outputs in tasks.architectures("XLNet", xlnet_tasks.KINDS).items()},
   }
   ignored_keys = (r"lm_loss\.weight",)  # tied to the word embeddings
+  task_encoder_prefix = "transformer."
+  task_heads = TASK_HEADS
 
   # d_head is not a field of ours (it is d_model / n_head); one that differs is refused.
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> xlnet.XLNetConfig:
@@ -95,10 +97,10 @@ class XLNetFamily(Family):
   def init_inputs(self, config: xlnet.XLNetConfig) -> dict:
     return {"input_ids": jnp.zeros((2, 8), jnp.int32)}  # even: bi_data halves the batch
 
-  def rules(self, architecture: str, config: xlnet.XLNetConfig) -> list[Rule]:
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return transformer_rules("transformer.", "encoder/") + tasks.head_rules(*TASK_HEADS[kind])
+  def encoder_rules(self, hf: str, ours: str, config: xlnet.XLNetConfig) -> list[Rule]:
+    return transformer_rules(hf, ours)
+
+  def model_rules(self, architecture: str, config: xlnet.XLNetConfig) -> list[Rule]:
     if architecture == "XLNetModel":
       return transformer_rules("", "")
     return transformer_rules("transformer.", "transformer/") + [Rule("lm_loss.bias", "lm_bias")]
