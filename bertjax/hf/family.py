@@ -1,22 +1,46 @@
 """What a model family tells the bridge: configs, modules, and the parameter table."""
 import abc
-import dataclasses
 import re
 from typing import Any, Mapping, Sequence
 
 import flax.linen as nn
 import jax.numpy as jnp
 
+from bertjax.hf import tasks
+from bertjax.hf.config_map import ConfigMap
 from bertjax.hf.mapping import Rule
 
 
 class Family(abc.ABC):
-  """Base class of `bertjax/hf/<family>.py` adapters. Subclasses fill in the class
-  attributes and the four abstract methods; the rest has working defaults."""
+  """Base class of the `bertjax/models/<family>/hf.py` adapters. Subclasses fill in the class
+  attributes and the two abstract methods (`make_module`, `model_rules`); the rest has
+  working defaults.
+
+  config.json: `config_map` (bertjax.hf.config_map.ConfigMap) declares how its keys and our
+  config's fields correspond; `config_from_hf` and `config_to_hf` read it both ways. A
+  family overrides them only for what a declaration cannot say (a field derived from
+  several keys, a check across fields), calling the default for the rest.
+
+  Parameters: `rules` gives a task class (<Prefix>For<Kind>, bertjax.hf.tasks.KINDS) the
+  table `task_rules` builds from the hooks below, any other class `model_rules`. Our task
+  models keep the encoder under `encoder/` (tasks.ENCODER) and the head under `head/`. The hooks:
+    task_encoder_prefix: where transformers' task classes keep the encoder ('bert.').
+    encoder_rules(hf, ours, config): the bare encoder's tensors below those two prefixes.
+    pooled_kinds: the kinds whose encoder keeps its pooler; pooler_layer: the pooler's
+      transformers layer below the prefix ('pooler.dense', ALBERT's bare 'pooler').
+    task_heads: kind -> the transformers layers of its head: (hidden dense or None, output);
+      a family whose head has more layers overrides `task_head_rules` instead.
+  """
   name: str = ""
   model_types: tuple[str, ...] = ()
   # Our config dataclass: how a trained module's family is found (registry.family_for_config).
   config_class: type | None = None
+  config_map: ConfigMap | None = None
+  # Task classes' tables (see above).
+  task_encoder_prefix: str = ""
+  pooled_kinds: tuple[str, ...] = ()
+  pooler_layer: str = "pooler.dense"
+  task_heads: Mapping[str, tuple[str | None, str]] = {}
   # HF architecture name -> names of the reference outputs our module returns for it.
   architectures: Mapping[str, tuple[str, ...]] = {}
   # HF tensors deliberately not loaded (buffers, tied duplicates), as regexes.
@@ -28,21 +52,46 @@ class Family(abc.ABC):
 
   __str__ = __repr__
 
-  @abc.abstractmethod
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> Any:
     """Our config dataclass from config.json's contents (ValueError on unsupported options)."""
+    return self.config_class(**self.config_map.read(hf_config))
 
-  @abc.abstractmethod
   def config_to_hf(self, config: Any, architecture: str) -> dict:
     """config.json contents for `config` (with model_type and architectures)."""
+    return {"model_type": self.model_types[0], "architectures": [architecture],
+            **self.config_map.write(config)}
 
   @abc.abstractmethod
   def make_module(self, architecture: str, config: Any) -> nn.Module:
     """Our module implementing the HF `architecture`."""
 
-  @abc.abstractmethod
   def rules(self, architecture: str, config: Any) -> Sequence[Rule]:
     """The parameter table for `architecture` (see bertjax.hf.mapping.Rule)."""
+    kind = tasks.kind_of(architecture)
+    return self.task_rules(kind, config) if kind else self.model_rules(architecture, config)
+
+  @abc.abstractmethod
+  def model_rules(self, architecture: str, config: Any) -> Sequence[Rule]:
+    """The parameter table of an architecture that is not a task class."""
+
+  def encoder_rules(self, hf: str, ours: str, config: Any) -> list[Rule]:
+    """The bare encoder's tensors, below the prefixes `hf` (transformers') and `ours`."""
+    raise NotImplementedError(f"The {self.name} family declares no encoder_rules; its task "
+                              "classes need them.")
+
+  def pooler_rules(self, hf: str, ours: str) -> list[Rule]:
+    """The encoder's pooler (a dense layer), below the two prefixes."""
+    return tasks.linear(f"{hf}{self.pooler_layer}", f"{ours}pooler")
+
+  def task_rules(self, kind: str, config: Any) -> list[Rule]:
+    """A task class's table: the encoder (with its pooler for `pooled_kinds`) and the head."""
+    hf, ours = self.task_encoder_prefix, tasks.ENCODER
+    pooler = self.pooler_rules(hf, ours) if kind in self.pooled_kinds else []
+    return self.encoder_rules(hf, ours, config) + pooler + self.task_head_rules(kind, config)
+
+  def task_head_rules(self, kind: str, config: Any) -> list[Rule]:
+    """The head of a task class, from `task_heads`."""
+    return tasks.head_rules(*self.task_heads[kind])
 
   # Defaults most families keep.
   def init_inputs(self, config: Any) -> dict:
@@ -85,9 +134,3 @@ class Family(abc.ABC):
   def outputs(self, architecture: str, outputs: Mapping[str, Any]) -> dict:
     names = self.architectures[architecture] + ("hidden_states",)
     return {k: v for k, v in outputs.items() if k in names and v is not None}
-
-
-def config_fields(config_cls, values: Mapping[str, Any]) -> dict:
-  """Keeps only the keys that are fields of `config_cls` (for building configs)."""
-  names = {f.name for f in dataclasses.fields(config_cls)}
-  return {k: v for k, v in values.items() if k in names}

@@ -22,6 +22,8 @@ KINDS: dict[str, tuple[str, ...]] = {
     "ForMultipleChoice": ("logits",),
 }
 QUESTION_ANSWERING = ("ForQuestionAnswering", "ForQuestionAnsweringSimple")
+# Where our task models keep their encoder (and `head/` their head).
+ENCODER = "encoder/"
 
 
 def kind_of(architecture: str) -> str | None:

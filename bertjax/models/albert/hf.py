@@ -6,21 +6,21 @@ The reference stores layers as `albert_layer_groups.{g}.albert_layers.{i}`: with
 group (full sharing) that is one layer whose tensors map to our broadcast (unstacked)
 layer parameters; with one group per layer they stack on our `layers` axis.
 """
-from typing import Any, Mapping
-
 from bertjax.hf import tasks
-from bertjax.hf.family import Family, config_fields
+from bertjax.hf.config_map import ConfigMap, Field, same
+from bertjax.hf.family import Family
 from bertjax.hf.mapping import LAYER, Rule
 from bertjax.models import albert
 from bertjax.models.albert import tasks as albert_tasks
+from bertjax.models.bert.hf import ENCODER_FIELDS
 
-_RENAMED = {
-    "num_hidden_layers": "num_layers",
-    "num_attention_heads": "num_heads",
-    "hidden_dropout_prob": "hidden_dropout",
-    "attention_probs_dropout_prob": "attention_dropout",
-    "classifier_dropout_prob": "classifier_dropout",
-}
+CONFIG_MAP = ConfigMap(
+    "ALBERT",
+    ENCODER_FIELDS + same("embedding_size", "num_hidden_groups")
+    + (Field("classifier_dropout_prob", "classifier_dropout"),),
+    constants={"inner_group_num": 1, "position_embedding_type": "absolute"},
+    hf_only={"tie_word_embeddings": True},
+    reasons={"inner_group_num": "every released checkpoint has one layer per group"})
 
 # Task kind -> the transformers layers of its head: (hidden dense or None, output layer).
 TASK_HEADS = {
@@ -31,7 +31,7 @@ TASK_HEADS = {
 }
 
 
-def encoder_rules(config: albert.AlbertConfig, hf: str, ours: str) -> list[Rule]:
+def encoder_rules(hf: str, ours: str, config: albert.AlbertConfig) -> list[Rule]:
   group = "0" if config.share_parameters else LAYER
   layer = f"{hf}encoder.albert_layer_groups.{group}.albert_layers.0."
   stack = f"{ours}encoder/layers/"
@@ -61,11 +61,6 @@ def encoder_rules(config: albert.AlbertConfig, hf: str, ours: str) -> list[Rule]
   ]
 
 
-def pooler_rules(hf: str, ours: str) -> list[Rule]:
-  return [Rule(f"{hf}pooler.weight", f"{ours}pooler/kernel", "linear"),
-          Rule(f"{hf}pooler.bias", f"{ours}pooler/bias")]
-
-
 def mlm_head_rules() -> list[Rule]:
   return [Rule("predictions.dense.weight", "predictions/transform/kernel", "linear"),
           Rule("predictions.dense.bias", "predictions/transform/bias"),
@@ -77,6 +72,7 @@ def mlm_head_rules() -> list[Rule]:
 class AlbertFamily(Family):
   name = "albert"
   config_class = albert.AlbertConfig
+  config_map = CONFIG_MAP
   model_types = ("albert",)
   architectures = {
       "AlbertModel": ("last_hidden_state", "pooler_output"),
@@ -85,35 +81,10 @@ class AlbertFamily(Family):
       **tasks.architectures("Albert", albert_tasks.KINDS),
   }
   ignored_keys = (r".*position_ids", r".*token_type_ids", r"predictions\.decoder\.(weight|bias)")
-
-  def config_from_hf(self, hf_config: Mapping[str, Any]) -> albert.AlbertConfig:
-    if hf_config.get("inner_group_num", 1) != 1:
-      raise ValueError(f"inner_group_num={hf_config['inner_group_num']} is not supported for "
-                       "ALBERT; only 1 (every released checkpoint) is.")
-    position_type = hf_config.get("position_embedding_type", "absolute")
-    if position_type != "absolute":
-      raise ValueError(f"position_embedding_type={position_type!r} is not supported for ALBERT; "
-                       "only 'absolute' is.")
-    values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
-    values.update(tasks.label_values(hf_config))
-    return albert.AlbertConfig(**config_fields(albert.AlbertConfig, values))
-
-  def config_to_hf(self, config: albert.AlbertConfig, architecture: str) -> dict:
-    return {
-        "model_type": "albert", "architectures": [architecture],
-        "vocab_size": config.vocab_size, "embedding_size": config.embedding_size,
-        "hidden_size": config.hidden_size, "num_hidden_layers": config.num_layers,
-        "num_hidden_groups": config.num_hidden_groups, "inner_group_num": 1,
-        "num_attention_heads": config.num_heads, "intermediate_size": config.intermediate_size,
-        "hidden_act": config.hidden_act, "hidden_dropout_prob": config.hidden_dropout,
-        "attention_probs_dropout_prob": config.attention_dropout,
-        "classifier_dropout_prob": config.classifier_dropout,
-        "max_position_embeddings": config.max_position_embeddings,
-        "type_vocab_size": config.type_vocab_size, "layer_norm_eps": config.layer_norm_eps,
-        "initializer_range": config.initializer_range, "pad_token_id": config.pad_token_id,
-        "position_embedding_type": "absolute", "tie_word_embeddings": True,
-        **tasks.label_config(config),
-    }
+  task_encoder_prefix = "albert."
+  task_heads = TASK_HEADS
+  pooled_kinds = albert_tasks.POOLED
+  pooler_layer = "pooler"  # a bare Linear (BERT's is `pooler.dense`)
 
   def make_module(self, architecture: str, config: albert.AlbertConfig):
     kind = tasks.kind_of(architecture)
@@ -122,17 +93,15 @@ class AlbertFamily(Family):
     return {"AlbertModel": albert.AlbertModel, "AlbertForPreTraining": albert.AlbertForPreTraining,
             "AlbertForMaskedLM": albert.AlbertForMaskedLM}[architecture](config)
 
-  def rules(self, architecture: str, config: albert.AlbertConfig) -> list[Rule]:
-    kind = tasks.kind_of(architecture)
-    if kind:
-      pooler = pooler_rules("albert.", "encoder/") if kind in albert_tasks.POOLED else []
-      return (encoder_rules(config, "albert.", "encoder/") + pooler
-              + tasks.head_rules(*TASK_HEADS[kind]))
+  def encoder_rules(self, hf: str, ours: str, config: albert.AlbertConfig) -> list[Rule]:
+    return encoder_rules(hf, ours, config)
+
+  def model_rules(self, architecture: str, config: albert.AlbertConfig) -> list[Rule]:
     if architecture == "AlbertModel":
-      return encoder_rules(config, "", "") + pooler_rules("", "")
-    rules = encoder_rules(config, "albert.", "albert/") + mlm_head_rules()
+      return encoder_rules("", "", config) + self.pooler_rules("", "")
+    rules = encoder_rules("albert.", "albert/", config) + mlm_head_rules()
     if architecture == "AlbertForPreTraining":
-      rules += pooler_rules("albert.", "albert/") + [
+      rules += self.pooler_rules("albert.", "albert/") + [
           Rule("sop_classifier.classifier.weight", "sop_classifier/kernel", "linear"),
           Rule("sop_classifier.classifier.bias", "sop_classifier/bias")]
     return rules

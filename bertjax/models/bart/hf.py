@@ -1,24 +1,47 @@
 """BART <-> transformers' BartModel / BartForConditionalGeneration."""
 from typing import Any, Mapping
 
+from bertjax.hf.config_map import ConfigMap, Field, same
 from bertjax.hf.mapping import Rule
 from bertjax.hf.seq2seq import Seq2SeqFamily
 from bertjax.models import bart
 
-# config.json key -> BartConfig field.
-_RENAMED = {
-    "vocab_size": "vocab_size", "d_model": "hidden_size", "encoder_layers": "encoder_layers",
-    "decoder_layers": "decoder_layers", "encoder_attention_heads": "encoder_heads",
-    "decoder_attention_heads": "decoder_heads", "encoder_ffn_dim": "encoder_ffn_size",
-    "decoder_ffn_dim": "decoder_ffn_size", "activation_function": "activation",
-    "dropout": "dropout", "attention_dropout": "attention_dropout",
-    "activation_dropout": "activation_dropout",
-    "max_position_embeddings": "max_position_embeddings", "init_std": "init_std",
-    "scale_embedding": "scale_embedding", "pad_token_id": "pad_token_id",
-    "bos_token_id": "bos_token_id", "eos_token_id": "eos_token_id",
-    "decoder_start_token_id": "decoder_start_token_id",
-    "forced_bos_token_id": "forced_bos_token_id", "forced_eos_token_id": "forced_eos_token_id",
-}
+
+def _first_id(ids):
+  """eos_token_id: transformers accepts a list; the first is the one generation ends on."""
+  return ids[0] if isinstance(ids, list) else ids
+
+
+def _forced_id(ids):
+  if isinstance(ids, list):
+    if len(ids) != 1:
+      raise ValueError(f"config.json: forced_eos_token_id={ids}; bertjax forces one token at "
+                       "the length limit. Give a single id (or null to force none).")
+    return ids[0]
+  return ids
+
+
+_POST_NORM = "the reference BART is post-norm; pre-norm (mBART-style) configs are not supported"
+CONFIG_MAP = ConfigMap(
+    "BART",
+    (*same("vocab_size"), Field("d_model", "hidden_size"),
+     *same("encoder_layers", "decoder_layers"),
+     Field("encoder_attention_heads", "encoder_heads"),
+     Field("decoder_attention_heads", "decoder_heads"),
+     Field("encoder_ffn_dim", "encoder_ffn_size"), Field("decoder_ffn_dim", "decoder_ffn_size"),
+     Field("activation_function", "activation"),
+     *same("dropout", "attention_dropout", "activation_dropout", "max_position_embeddings",
+           "init_std", "scale_embedding", "pad_token_id", "bos_token_id"),
+     Field("eos_token_id", "eos_token_id", from_hf=_first_id),
+     *same("decoder_start_token_id", "forced_bos_token_id"),
+     Field("forced_eos_token_id", "forced_eos_token_id", from_hf=_forced_id),
+     Field("num_hidden_layers", "encoder_layers", read=False)),
+    constants={"tie_word_embeddings": True},
+    checked={"normalize_before": False, "add_final_layer_norm": False},
+    hf_only={"is_encoder_decoder": True},
+    reasons={"tie_word_embeddings": "its output projection is the shared token embedding",
+             "normalize_before": _POST_NORM, "add_final_layer_norm": _POST_NORM},
+    labels=False)
 # Keys whose explicit null means "none" (not "the default"), as in transformers' generate.
 _NULLABLE = ("forced_bos_token_id", "forced_eos_token_id")
 _ATTENTION = {"q_proj": "query", "k_proj": "key", "v_proj": "value"}
@@ -59,6 +82,7 @@ def stack_rules(hf: str, ours: str, is_decoder: bool) -> list[Rule]:
 class BartFamily(Seq2SeqFamily):
   name = "bart"
   config_class = bart.BartConfig
+  config_map = CONFIG_MAP
   model_types = ("bart",)
   architectures = {
       "BartForConditionalGeneration": ("logits", "encoder_last_hidden_state"),
@@ -67,36 +91,16 @@ class BartFamily(Seq2SeqFamily):
   # Per-stack embed_tokens and the tied lm_head are the shared table.
   ignored_keys = (r"(model\.)?(encoder|decoder)\.embed_tokens\.weight", r"lm_head\.weight")
 
+  # A null means transformers' default, except where it means "none" (_NULLABLE).
   def config_from_hf(self, hf: Mapping[str, Any]) -> bart.BartConfig:
-    if hf.get("tie_word_embeddings", True) is False:
-      raise ValueError("tie_word_embeddings=false is not supported for BART: its output "
-                       "projection is the shared token embedding.")
-    if hf.get("normalize_before") or hf.get("add_final_layer_norm"):
-      raise ValueError("Pre-norm (mBART-style) BART configs are not supported; the reference "
-                       "BART is post-norm.")
-    values = {_RENAMED[k]: v for k, v in hf.items()
-              if k in _RENAMED and (v is not None or k in _NULLABLE)}
-    if isinstance(values.get("eos_token_id"), list):
-      values["eos_token_id"] = values["eos_token_id"][0]
-    forced = values.get("forced_eos_token_id")
-    if isinstance(forced, list):
-      if len(forced) != 1:
-        raise ValueError(f"config.json: forced_eos_token_id={forced}; bertjax forces one token "
-                         "at the length limit. Give a single id (or null to force none).")
-      values["forced_eos_token_id"] = forced[0]
-    return bart.BartConfig(**values)
-
-  def config_to_hf(self, config: bart.BartConfig, architecture: str) -> dict:
-    out = {hf: getattr(config, ours) for hf, ours in _RENAMED.items()}
-    out.update(model_type="bart", architectures=[architecture], is_encoder_decoder=True,
-               tie_word_embeddings=True, num_hidden_layers=config.encoder_layers)
-    return out
+    return super().config_from_hf({k: v for k, v in hf.items()
+                                   if v is not None or k in _NULLABLE})
 
   def make_module(self, architecture: str, config: bart.BartConfig):
     return {"BartForConditionalGeneration": bart.BartForConditionalGeneration,
             "BartModel": bart.BartModel}[architecture](config)
 
-  def rules(self, architecture: str, config: bart.BartConfig) -> list[Rule]:
+  def model_rules(self, architecture: str, config: bart.BartConfig) -> list[Rule]:
     generation = architecture == "BartForConditionalGeneration"
     hf, ours = ("model.", "model/") if generation else ("", "")
     rules = [Rule(f"{hf}shared.weight", f"{ours}shared/embedding"),

@@ -1,21 +1,31 @@
 """BERT <-> transformers' BertModel / BertForPreTraining / BertForMaskedLM and the task
 classes BertFor{SequenceClassification, TokenClassification, QuestionAnswering,
 MultipleChoice}."""
-from typing import Any, Mapping
-
 from bertjax.hf import tasks
-from bertjax.hf.family import Family, config_fields
+from bertjax.hf.config_map import COMPUTE_DTYPE, ConfigMap, Field, same
+from bertjax.hf.family import Family
 from bertjax.hf.mapping import Rule
 from bertjax.models import bert
 from bertjax.models.bert import tasks as bert_tasks
 
-# config.json key -> BertConfig field, where the names differ.
-_RENAMED = {
-    "num_hidden_layers": "num_layers",
-    "num_attention_heads": "num_heads",
-    "hidden_dropout_prob": "hidden_dropout",
-    "attention_probs_dropout_prob": "attention_dropout",
-}
+# The config.json keys of BERT-style encoders and the EncoderConfig fields they carry
+# (BERT's descendants, ALBERT, ELECTRA and DeBERTa add their own).
+ENCODER_FIELDS = (
+    *same("vocab_size", "hidden_size"),
+    Field("num_hidden_layers", "num_layers"),
+    Field("num_attention_heads", "num_heads"),
+    *same("intermediate_size", "hidden_act"),
+    Field("hidden_dropout_prob", "hidden_dropout"),
+    Field("attention_probs_dropout_prob", "attention_dropout"),
+    *same("max_position_embeddings", "type_vocab_size", "layer_norm_eps", "initializer_range",
+          "pad_token_id"),
+    COMPUTE_DTYPE,
+)
+
+CONFIG_MAP = ConfigMap(
+    "BERT", ENCODER_FIELDS + same("classifier_dropout"),
+    constants={"position_embedding_type": "absolute"},
+    hf_only={"tie_word_embeddings": True})
 
 # Task kind -> the transformers layers of its head: (hidden dense or None, output layer).
 TASK_HEADS = {
@@ -54,11 +64,6 @@ def encoder_rules(hf: str, ours: str) -> list[Rule]:
   ]
 
 
-def pooler_rules(hf: str, ours: str) -> list[Rule]:
-  return [Rule(f"{hf}pooler.dense.weight", f"{ours}pooler/kernel", "linear"),
-          Rule(f"{hf}pooler.dense.bias", f"{ours}pooler/bias")]
-
-
 def mlm_head_rules(hf: str = "cls.predictions.", ours: str = "mlm_head/") -> list[Rule]:
   return [Rule(f"{hf}transform.dense.weight", f"{ours}transform/kernel", "linear"),
           Rule(f"{hf}transform.dense.bias", f"{ours}transform/bias"),
@@ -71,42 +76,18 @@ class BertFamily(Family):
   name = "bert"
   model_types = ("bert",)
   config_class = bert.BertConfig  # families reusing BERT's config.json keys override this
+  config_map = CONFIG_MAP
   architectures = {
       "BertModel": ("last_hidden_state", "pooler_output"),
       "BertForPreTraining": ("prediction_logits", "seq_relationship_logits"),
       "BertForMaskedLM": ("logits",),
       **tasks.architectures("Bert", bert_tasks.KINDS),
   }
-  # Task classes: where their encoder's tensors live, the head table, the pooled kinds.
-  base_prefix = "bert."
+  task_encoder_prefix = "bert."
   task_heads = TASK_HEADS
   pooled_kinds = bert_tasks.POOLED
   # position_ids is a buffer; the decoder is tied to the word embeddings and its bias.
   ignored_keys = (r".*position_ids", r"cls\.predictions\.decoder\.(weight|bias)")
-
-  def config_from_hf(self, hf_config: Mapping[str, Any]) -> bert.BertConfig:
-    position_type = hf_config.get("position_embedding_type", "absolute")
-    if position_type != "absolute":
-      raise ValueError(f"position_embedding_type={position_type!r} is not supported for BERT; "
-                       "only 'absolute' is.")
-    values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
-    values.update(tasks.label_values(hf_config))
-    return self.config_class(**config_fields(self.config_class, values))
-
-  def config_to_hf(self, config: bert.BertConfig, architecture: str) -> dict:
-    return {
-        "model_type": "bert", "architectures": [architecture],
-        "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
-        "num_hidden_layers": config.num_layers, "num_attention_heads": config.num_heads,
-        "intermediate_size": config.intermediate_size, "hidden_act": config.hidden_act,
-        "hidden_dropout_prob": config.hidden_dropout,
-        "attention_probs_dropout_prob": config.attention_dropout,
-        "max_position_embeddings": config.max_position_embeddings,
-        "type_vocab_size": config.type_vocab_size, "layer_norm_eps": config.layer_norm_eps,
-        "initializer_range": config.initializer_range, "pad_token_id": config.pad_token_id,
-        "position_embedding_type": "absolute", "tie_word_embeddings": True,
-        "classifier_dropout": config.classifier_dropout, **tasks.label_config(config),
-    }
 
   def make_module(self, architecture: str, config: bert.BertConfig):
     kind = tasks.kind_of(architecture)
@@ -118,22 +99,15 @@ class BertFamily(Family):
   def task_module(self, kind: str, config: bert.BertConfig):
     return bert_tasks.task_model(kind, config)
 
-  def task_encoder_rules(self, hf: str, ours: str, config: bert.BertConfig,
-                         pooled: bool) -> list[Rule]:
-    """The encoder of a task class (BERT-style families extend it)."""
-    return encoder_rules(hf, ours) + (pooler_rules(hf, ours) if pooled else [])
+  def encoder_rules(self, hf: str, ours: str, config: bert.BertConfig) -> list[Rule]:
+    return encoder_rules(hf, ours)
 
-  def rules(self, architecture: str, config: bert.BertConfig) -> list[Rule]:
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return (self.task_encoder_rules(self.base_prefix, "encoder/", config,
-                                      kind in self.pooled_kinds)
-              + tasks.head_rules(*self.task_heads[kind]))
+  def model_rules(self, architecture: str, config: bert.BertConfig) -> list[Rule]:
     if architecture == "BertModel":
-      return encoder_rules("", "") + pooler_rules("", "")
-    rules = encoder_rules("bert.", "bert/") + mlm_head_rules()
+      return self.encoder_rules("", "", config) + self.pooler_rules("", "")
+    rules = self.encoder_rules("bert.", "bert/", config) + mlm_head_rules()
     if architecture == "BertForPreTraining":
-      rules += pooler_rules("bert.", "bert/") + [
+      rules += self.pooler_rules("bert.", "bert/") + [
           Rule("cls.seq_relationship.weight", "nsp_head/kernel", "linear"),
           Rule("cls.seq_relationship.bias", "nsp_head/bias")]
     return rules

@@ -7,11 +7,11 @@ BERT one; what it adds is the attention config. transformers draws the random bl
 numpy seeded by the layer index in training mode and points them all at block 0 in eval
 mode: `BigBird(random_seed=0, eval_plan='zeros')` reproduces both.
 """
-import dataclasses
 from typing import Any, Mapping
 
-from bertjax.models.bert.hf import BertFamily
+from bertjax.models.bert.hf import BertFamily, ENCODER_FIELDS
 from bertjax.hf import tasks
+from bertjax.hf.config_map import ConfigMap, same
 from bertjax.hf.mapping import Rule
 from bertjax.layers.long_attention import sparse
 from bertjax.models import bigbird
@@ -24,6 +24,13 @@ TASK_HEADS = {
     "ForMultipleChoice": (None, "classifier"),
 }
 
+# BERT's keys without position_embedding_type (BigBird has none), plus sep_token_id; the
+# attention's keys (attention_type, block_size, num_random_blocks) are read in config_from_hf.
+CONFIG_MAP = ConfigMap(
+    "BigBird", ENCODER_FIELDS + same("classifier_dropout", "sep_token_id"),
+    constants={"use_bias": True, "rescale_embeddings": False}, checked={"is_decoder": False},
+    hf_only={"tie_word_embeddings": True})
+
 _AS_BERT = {"BigBirdModel": "BertModel", "BigBirdForMaskedLM": "BertForMaskedLM",
             "BigBirdForPreTraining": "BertForPreTraining"}
 
@@ -32,6 +39,7 @@ class BigBirdFamily(BertFamily):
   name = "big_bird"
   model_types = ("big_bird",)
   config_class = bigbird.BigBirdConfig
+  config_map = CONFIG_MAP
   architectures = {
       "BigBirdModel": ("last_hidden_state", "pooler_output"),
       "BigBirdForPreTraining": ("prediction_logits", "seq_relationship_logits"),
@@ -40,15 +48,12 @@ class BigBirdFamily(BertFamily):
   }
   task_heads = TASK_HEADS
   pooled_kinds = bigbird_tasks.POOLED
+  pooler_layer = "pooler"  # a bare Linear (BERT's is `pooler.dense`)
   # The MLM model's checkpoint also holds the (unused) pooler.
   ignored_keys = BertFamily.ignored_keys + (r"bert\.pooler\.(weight|bias)",)
 
+  # attention_type, block_size and num_random_blocks <-> the attention (None: full).
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> bigbird.BigBirdConfig:
-    for key, supported in (("rescale_embeddings", False), ("use_bias", True),
-                           ("is_decoder", False)):
-      if hf_config.get(key, supported) != supported:
-        raise ValueError(f"BigBird config {key}={hf_config[key]!r} is not supported "
-                         f"(only {supported!r}).")
     kind = hf_config.get("attention_type", "block_sparse")
     if kind not in ("block_sparse", "original_full"):
       raise ValueError(f"BigBird attention_type={kind!r}; expected block_sparse or original_full.")
@@ -58,16 +63,12 @@ class BigBirdFamily(BertFamily):
                             num_random_blocks=hf_config.get("num_random_blocks", 3),
                             random_seed=0, eval_plan="zeros",
                             plan_max_length=hf_config.get("max_position_embeddings", 4096))
-    base = super().config_from_hf({**hf_config, "position_embedding_type": "absolute"})
-    return base.replace(attention=spec)
+    return super().config_from_hf(hf_config).replace(attention=spec)
 
   def config_to_hf(self, config: bigbird.BigBirdConfig, architecture: str) -> dict:
     hf = super().config_to_hf(config, architecture)
     spec = config.attention
-    hf.update(model_type="big_bird", use_bias=True, rescale_embeddings=False,
-              sep_token_id=config.sep_token_id,
-              attention_type="original_full" if spec is None else "block_sparse")
-    hf.pop("position_embedding_type")
+    hf["attention_type"] = "original_full" if spec is None else "block_sparse"
     if spec is not None:
       hf.update(block_size=spec.block_size, num_random_blocks=spec.num_random_blocks)
     return hf
@@ -78,13 +79,14 @@ class BigBirdFamily(BertFamily):
   def task_module(self, kind: str, config: bigbird.BigBirdConfig):
     return bigbird_tasks.task_model(kind, config)
 
-  def rules(self, architecture: str, config: bigbird.BigBirdConfig) -> list[Rule]:
-    if tasks.kind_of(architecture) == "ForQuestionAnswering":
-      return (self.task_encoder_rules("bert.", "encoder/", config, False)
-              + question_answering_head_rules())
-    # BigBird's pooler is a bare Linear (`pooler.weight`), BERT's a `pooler.dense`.
-    return [dataclasses.replace(r, hf=r.hf.replace("pooler.dense.", "pooler."))
-            for r in super().rules(_AS_BERT.get(architecture, architecture), config)]
+  def model_rules(self, architecture: str, config: bigbird.BigBirdConfig) -> list[Rule]:
+    return super().model_rules(_AS_BERT.get(architecture, architecture), config)
+
+  # The question-answering head has a feed-forward block before its output layer.
+  def task_head_rules(self, kind: str, config: bigbird.BigBirdConfig) -> list[Rule]:
+    if kind == "ForQuestionAnswering":
+      return question_answering_head_rules()
+    return super().task_head_rules(kind, config)
 
 
 def question_answering_head_rules(hf: str = "qa_classifier.", ours: str = "head/") -> list[Rule]:

@@ -3,21 +3,13 @@ and DebertaV2Model / DebertaV2ForMaskedLM ('deberta-v2', v2 and v3 checkpoints),
 task classes (models/deberta/tasks.py)."""
 from typing import Any, Mapping
 
-from bertjax.models.bert.hf import mlm_head_rules
+from bertjax.models.bert.hf import ENCODER_FIELDS, mlm_head_rules
 from bertjax.hf import tasks
-from bertjax.hf.family import Family, config_fields
+from bertjax.hf.config_map import ConfigMap, Field, same
+from bertjax.hf.family import Family
 from bertjax.hf.mapping import Rule
 from bertjax.models import deberta
 from bertjax.models.deberta import tasks as deberta_tasks
-
-_RENAMED = {
-    "num_hidden_layers": "num_layers",
-    "num_attention_heads": "num_heads",
-    "hidden_dropout_prob": "hidden_dropout",
-    "attention_probs_dropout_prob": "attention_dropout",
-    "legacy": "legacy_mlm_head",
-    "cls_dropout": "classifier_dropout",
-}
 
 # Task kind -> the transformers layers of its head: (hidden dense or None, output layer).
 TASK_HEADS = {
@@ -34,6 +26,35 @@ def _pos_att_type(value) -> tuple[str, ...]:
   if isinstance(value, str):
     value = value.lower().split("|")
   return tuple(v.strip() for v in value if v.strip() and v.strip() != "none")
+
+
+def _fields(version: int) -> tuple[Field, ...]:
+  """config.json's keys (`default`s: transformers' for a key v1 checkpoints lack). The v2
+  keys are read for v1 too, as the same DebertaConfig holds both, but written for v2 only."""
+  v2 = version == 2
+  return ENCODER_FIELDS + (
+      Field("relative_attention", "relative_attention", default=False),
+      Field("max_relative_positions", "max_relative_positions"),
+      Field("position_biased_input", "position_biased_input", default=True),
+      Field("pos_att_type", "pos_att_type", to_hf=list, from_hf=_pos_att_type, default=None),
+      Field("legacy", "legacy_mlm_head", default=True),
+      Field("embedding_size", "embedding_size", omit_none=True),
+      # The task classes' ContextPooler and dropout.
+      *same("pooler_dropout", "pooler_hidden_act"),
+      Field("pooler_hidden_size", "hidden_size", read=False),
+      Field("cls_dropout", "classifier_dropout", omit_none=True),
+      Field("position_buckets", "position_buckets", default=-1, written=v2),
+      Field("share_att_key", "share_att_key", default=False, written=v2),
+      Field("norm_rel_ebd", "norm_rel_ebd", to_hf=lambda norm: "layer_norm" if norm else "none",
+            from_hf=lambda value: "layer_norm" in str(value).lower(), default="none",
+            written=v2),
+  )
+
+
+def _config_map(version: int) -> ConfigMap:
+  return ConfigMap(f"DeBERTa v{version}", _fields(version), checked={"talking_head": False},
+                   reasons={"talking_head": "the talking-heads variant is not implemented"},
+                   hf_only={"tie_word_embeddings": True})
 
 
 def embedding_rules(hf: str, ours: str, config: deberta.DebertaConfig) -> list[Rule]:
@@ -77,7 +98,7 @@ def attention_rules(hf: str, ours: str, config: deberta.DebertaConfig) -> list[R
   return rules
 
 
-def model_rules(hf: str, ours: str, config: deberta.DebertaConfig) -> list[Rule]:
+def encoder_rules(hf: str, ours: str, config: deberta.DebertaConfig) -> list[Rule]:
   layer, stack = f"{hf}encoder.layer.{{layer}}.", f"{ours}encoder/stack/layers/"
   rules = embedding_rules(hf, ours, config) + attention_rules(
       f"{layer}attention.self.", f"{stack}attention/", config) + [
@@ -116,23 +137,17 @@ def _check_pooler(hf_config: Mapping[str, Any]) -> None:
                      "reads hidden_size features).")
 
 
-def _task_config(config: deberta.DebertaConfig) -> dict:
-  """config.json's task-class fields: the ContextPooler, cls_dropout, the labels."""
-  hf = {"pooler_dropout": config.pooler_dropout, "pooler_hidden_act": config.pooler_hidden_act,
-        "pooler_hidden_size": config.hidden_size, **tasks.label_config(config)}
-  if config.classifier_dropout is not None:
-    hf["cls_dropout"] = config.classifier_dropout
-  return hf
-
-
 class DebertaFamily(Family):
   """DeBERTa v1 (model_type 'deberta')."""
   name = "deberta"
   config_class = deberta.DebertaConfig  # v2 / v3 too
   model_types = ("deberta",)
   version = 1
+  config_map = _config_map(1)
   prefix = "Deberta"
   task_kinds = deberta_tasks.KINDS_V1
+  task_encoder_prefix = "deberta."
+  task_heads = TASK_HEADS
   # Buffers, and the legacy head's decoder (tied to the word embeddings and `bias`).
   ignored_keys = (r".*position_ids", r"cls\.predictions\.decoder\.(weight|bias)")
 
@@ -142,9 +157,8 @@ class DebertaFamily(Family):
             f"{self.prefix}ForMaskedLM": ("logits",),
             **tasks.architectures(self.prefix, self.task_kinds)}
 
+  # Checks across keys, and `version`, which is the model_type's.
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> deberta.DebertaConfig:
-    if hf_config.get("talking_head"):
-      raise ValueError("talking_head=True (DeBERTa's talking-heads variant) is not supported.")
     if hf_config.get("conv_kernel_size", 0) > 0:
       raise ValueError(f"conv_kernel_size={hf_config['conv_kernel_size']}: DeBERTa-v2's "
                        "convolution layer is not supported (v3 checkpoints do not use it).")
@@ -153,18 +167,7 @@ class DebertaFamily(Family):
       raise ValueError(f"attention_head_size={head_size} != hidden_size / num_attention_heads "
                        "is not supported.")
     _check_pooler(hf_config)
-    values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
-    values.update(tasks.label_values(hf_config))
-    values["pos_att_type"] = _pos_att_type(hf_config.get("pos_att_type"))
-    values["norm_rel_ebd"] = "layer_norm" in str(hf_config.get("norm_rel_ebd", "none")).lower()
-    values["version"] = self.version
-    # Fields v1 checkpoints lack; HF's getattr defaults.
-    values.setdefault("relative_attention", False)
-    values.setdefault("position_buckets", -1)
-    values.setdefault("share_att_key", False)
-    values.setdefault("position_biased_input", True)
-    values.setdefault("legacy_mlm_head", True)
-    return deberta.DebertaConfig(**config_fields(deberta.DebertaConfig, values))
+    return deberta.DebertaConfig(**self.config_map.read(hf_config), version=self.version)
 
   def config_to_hf(self, config: deberta.DebertaConfig, architecture: str) -> dict:
     if config.enhanced_mask_decoder and architecture.endswith("ForMaskedLM"):
@@ -173,29 +176,7 @@ class DebertaFamily(Family):
     if config.version != self.version:
       raise ValueError(f"A version-{config.version} DebertaConfig cannot be exported as "
                        f"model_type {self.model_types[0]!r}.")
-    hf = {
-        "model_type": self.model_types[0], "architectures": [architecture],
-        "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
-        "num_hidden_layers": config.num_layers, "num_attention_heads": config.num_heads,
-        "intermediate_size": config.intermediate_size, "hidden_act": config.hidden_act,
-        "hidden_dropout_prob": config.hidden_dropout,
-        "attention_probs_dropout_prob": config.attention_dropout,
-        "max_position_embeddings": config.max_position_embeddings,
-        "type_vocab_size": config.type_vocab_size, "layer_norm_eps": config.layer_norm_eps,
-        "initializer_range": config.initializer_range, "pad_token_id": config.pad_token_id,
-        "relative_attention": config.relative_attention,
-        "max_relative_positions": config.max_relative_positions,
-        "position_biased_input": config.position_biased_input,
-        "pos_att_type": list(config.pos_att_type), "legacy": config.legacy_mlm_head,
-        "tie_word_embeddings": True,
-    }
-    if config.embedding_size is not None:
-      hf["embedding_size"] = config.embedding_size
-    hf.update(_task_config(config))
-    if self.version == 2:
-      hf.update(position_buckets=config.position_buckets, share_att_key=config.share_att_key,
-                norm_rel_ebd="layer_norm" if config.norm_rel_ebd else "none")
-    return hf
+    return super().config_to_hf(config, architecture)
 
   def make_module(self, architecture: str, config: deberta.DebertaConfig):
     kind = tasks.kind_of(architecture)
@@ -205,13 +186,13 @@ class DebertaFamily(Family):
       return deberta.DebertaForMaskedLM(config)
     return deberta.DebertaModel(config)
 
-  def rules(self, architecture: str, config: deberta.DebertaConfig) -> list[Rule]:
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return model_rules("deberta.", "encoder/", config) + tasks.head_rules(*TASK_HEADS[kind])
+  def encoder_rules(self, hf: str, ours: str, config: deberta.DebertaConfig) -> list[Rule]:
+    return encoder_rules(hf, ours, config)
+
+  def model_rules(self, architecture: str, config: deberta.DebertaConfig) -> list[Rule]:
     if architecture.endswith("Model"):
-      return model_rules("", "", config)
-    return model_rules("deberta.", "deberta/", config) + head_rules(config)
+      return encoder_rules("", "", config)
+    return encoder_rules("deberta.", "deberta/", config) + head_rules(config)
 
 
 class DebertaV2Family(DebertaFamily):
@@ -219,5 +200,6 @@ class DebertaV2Family(DebertaFamily):
   name = "deberta-v2"
   model_types = ("deberta-v2",)
   version = 2
+  config_map = _config_map(2)
   prefix = "DebertaV2"
   task_kinds = deberta_tasks.KINDS

@@ -1,24 +1,25 @@
 """DistilBERT <-> transformers' DistilBertModel / DistilBertForMaskedLM and the task classes
 DistilBertFor{SequenceClassification, TokenClassification, QuestionAnswering,
 MultipleChoice}."""
-from typing import Any, Mapping
-
 from bertjax.hf import tasks
-from bertjax.hf.family import Family, config_fields
+from bertjax.hf.config_map import COMPUTE_DTYPE, ConfigMap, Field, same
+from bertjax.hf.family import Family
 from bertjax.hf.mapping import Rule
 from bertjax.models import distilbert
 from bertjax.models.distilbert import tasks as distilbert_tasks
 
-# config.json key -> DistilBertConfig field.
-_RENAMED = {
-    "dim": "hidden_size",
-    "n_layers": "num_layers",
-    "n_heads": "num_heads",
-    "hidden_dim": "intermediate_size",
-    "activation": "hidden_act",
-    "dropout": "hidden_dropout",
-    "attention_dropout": "attention_dropout",
-}
+# The reference has no token types and fixes LayerNorm eps at 1e-12 (our config's defaults).
+# `sinusoidal_pos_embds` only changes how the reference *initialises* its position table; the
+# table itself is in the checkpoint, so the forward pass is the same.
+CONFIG_MAP = ConfigMap(
+    "DistilBERT",
+    (*same("vocab_size"), Field("dim", "hidden_size"), Field("n_layers", "num_layers"),
+     Field("n_heads", "num_heads"), Field("hidden_dim", "intermediate_size"),
+     Field("activation", "hidden_act"), Field("dropout", "hidden_dropout"),
+     *same("attention_dropout", "max_position_embeddings", "initializer_range", "pad_token_id",
+           "seq_classif_dropout", "qa_dropout"),
+     COMPUTE_DTYPE),
+    hf_only={"sinusoidal_pos_embds": False, "tie_word_embeddings": True})
 
 # Task kind -> the transformers layers of its head: (hidden dense or None, output layer).
 TASK_HEADS = {
@@ -67,6 +68,7 @@ def mlm_head_rules() -> list[Rule]:
 class DistilBertFamily(Family):
   name = "distilbert"
   config_class = distilbert.DistilBertConfig
+  config_map = CONFIG_MAP
   model_types = ("distilbert",)
   architectures = {
       "DistilBertModel": ("last_hidden_state",),
@@ -75,31 +77,15 @@ class DistilBertFamily(Family):
   }
   # The projector's weight is tied to the word embeddings (its bias is not).
   ignored_keys = (r".*position_ids", r"vocab_projector\.weight")
+  task_encoder_prefix = "distilbert."
+  task_heads = TASK_HEADS
 
-  def config_from_hf(self, hf_config: Mapping[str, Any]) -> distilbert.DistilBertConfig:
-    # `sinusoidal_pos_embds` only changes how the reference *initialises* its position
-    # table; the table itself is in the checkpoint, so the forward pass is the same.
-    values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
-    values.update(type_vocab_size=0, layer_norm_eps=1e-12)  # fixed in the reference
-    values.update(tasks.label_values(hf_config))
-    return distilbert.DistilBertConfig(**config_fields(distilbert.DistilBertConfig, values))
-
+  # A config whose LayerNorm eps transformers cannot represent is refused.
   def config_to_hf(self, config: distilbert.DistilBertConfig, architecture: str) -> dict:
     if config.layer_norm_eps != 1e-12:
       raise ValueError(f"DistilBERT's reference fixes LayerNorm eps at 1e-12; this config has "
                        f"{config.layer_norm_eps}, which transformers cannot represent.")
-    return {
-        "model_type": "distilbert", "architectures": [architecture],
-        "vocab_size": config.vocab_size, "dim": config.hidden_size,
-        "n_layers": config.num_layers, "n_heads": config.num_heads,
-        "hidden_dim": config.intermediate_size, "activation": config.hidden_act,
-        "dropout": config.hidden_dropout, "attention_dropout": config.attention_dropout,
-        "max_position_embeddings": config.max_position_embeddings,
-        "initializer_range": config.initializer_range, "pad_token_id": config.pad_token_id,
-        "sinusoidal_pos_embds": False, "tie_word_embeddings": True,
-        "seq_classif_dropout": config.seq_classif_dropout, "qa_dropout": config.qa_dropout,
-        **tasks.label_config(config),
-    }
+    return super().config_to_hf(config, architecture)
 
   def make_module(self, architecture: str, config: distilbert.DistilBertConfig):
     kind = tasks.kind_of(architecture)
@@ -108,10 +94,10 @@ class DistilBertFamily(Family):
     return {"DistilBertModel": distilbert.DistilBertModel,
             "DistilBertForMaskedLM": distilbert.DistilBertForMaskedLM}[architecture](config)
 
-  def rules(self, architecture: str, config: distilbert.DistilBertConfig) -> list[Rule]:
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return encoder_rules("distilbert.", "encoder/") + tasks.head_rules(*TASK_HEADS[kind])
+  def encoder_rules(self, hf: str, ours: str, config: distilbert.DistilBertConfig) -> list[Rule]:
+    return encoder_rules(hf, ours)
+
+  def model_rules(self, architecture: str, config: distilbert.DistilBertConfig) -> list[Rule]:
     if architecture == "DistilBertModel":
       return encoder_rules("", "")
     return encoder_rules("distilbert.", "distilbert/") + mlm_head_rules()

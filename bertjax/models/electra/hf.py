@@ -8,19 +8,27 @@ The joint pretraining model has no HF counterpart; bertjax.checkpoints.run_model
 """
 from typing import Any, Mapping
 
-from bertjax.models.bert.hf import encoder_rules
+from bertjax.models.bert import hf as bert_hf
+from bertjax.models.bert.hf import ENCODER_FIELDS
 from bertjax.hf import tasks
-from bertjax.hf.family import Family, config_fields
+from bertjax.hf.config_map import ConfigMap, Field, same
+from bertjax.hf.family import Family
 from bertjax.hf.mapping import Rule
 from bertjax.models import electra
 from bertjax.models.electra import tasks as electra_tasks
 
-_RENAMED = {
-    "num_hidden_layers": "num_layers",
-    "num_attention_heads": "num_heads",
-    "hidden_dropout_prob": "hidden_dropout",
-    "attention_probs_dropout_prob": "attention_dropout",
-}
+# summary_*: ElectraForMultipleChoice's sequence summary, with the options transformers' own
+# uses (a config.json without summary_activation, or with null, has none: 'linear').
+CONFIG_MAP = ConfigMap(
+    "ELECTRA",
+    ENCODER_FIELDS + same("embedding_size", "classifier_dropout", "summary_type")
+    + (Field("summary_activation", "summary_activation", from_hf=lambda value: value or "linear",
+             default="linear"),
+       Field("summary_last_dropout", "summary_last_dropout")),
+    constants={"position_embedding_type": "absolute", "tie_word_embeddings": True,
+               "summary_use_proj": True},
+    checked={"summary_proj_to_labels": False, "summary_first_dropout": 0},
+    reasons={"tie_word_embeddings": "the generator's output layer is the word-embedding matrix"})
 
 # Task kind -> the transformers layers of its head: (hidden dense or None, output layer).
 TASK_HEADS = {
@@ -37,8 +45,8 @@ _MODULES = {
 }
 
 
-def model_rules(hf: str, ours: str, config: electra.ElectraConfig) -> list[Rule]:
-  rules = encoder_rules(hf, ours)
+def encoder_rules(hf: str, ours: str, config: electra.ElectraConfig) -> list[Rule]:
+  rules = bert_hf.encoder_rules(hf, ours)
   if config.embedding_size != config.hidden_size:
     rules += [Rule(f"{hf}embeddings_project.weight", f"{ours}embeddings_project/kernel", "linear"),
               Rule(f"{hf}embeddings_project.bias", f"{ours}embeddings_project/bias")]
@@ -48,6 +56,7 @@ def model_rules(hf: str, ours: str, config: electra.ElectraConfig) -> list[Rule]
 class ElectraFamily(Family):
   name = "electra"
   config_class = electra.ElectraConfig
+  config_map = CONFIG_MAP
   model_types = ("electra",)
   architectures = {
       "ElectraModel": ("last_hidden_state",),
@@ -57,38 +66,19 @@ class ElectraFamily(Family):
   }
   # Buffers, and the generator's output matrix (tied to the word embeddings).
   ignored_keys = (r".*position_ids", r".*embeddings\.token_type_ids", r"generator_lm_head\.weight")
+  task_encoder_prefix = "electra."
+  task_heads = TASK_HEADS
 
+  # summary_type is one of our poolings; without embedding_size, the embeddings are as wide
+  # as the hidden states (no projection).
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> electra.ElectraConfig:
-    position_type = hf_config.get("position_embedding_type", "absolute")
-    if position_type != "absolute":
-      raise ValueError(f"position_embedding_type={position_type!r} is not supported for ELECTRA; "
-                       "only 'absolute' is.")
-    if not hf_config.get("tie_word_embeddings", True):
-      raise ValueError("tie_word_embeddings=False is not supported for ELECTRA: the generator's "
-                       "output layer is the word-embedding matrix.")
-    _check_summary(hf_config)
-    values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
+    summary_type = hf_config.get("summary_type", "first")
+    if summary_type not in electra_tasks.SUMMARY_TYPES:
+      raise ValueError(f"ELECTRA summary_type={summary_type!r} is not supported; use one of "
+                       f"{sorted(electra_tasks.SUMMARY_TYPES)}.")
+    values = self.config_map.read(hf_config)
     values.setdefault("embedding_size", values.get("hidden_size", 256))
-    values["summary_activation"] = hf_config.get("summary_activation") or "linear"
-    values.update(tasks.label_values(hf_config))
-    return electra.ElectraConfig(**config_fields(electra.ElectraConfig, values))
-
-  def config_to_hf(self, config: electra.ElectraConfig, architecture: str) -> dict:
-    return {
-        "model_type": "electra", "architectures": [architecture],
-        "vocab_size": config.vocab_size, "embedding_size": config.embedding_size,
-        "hidden_size": config.hidden_size, "num_hidden_layers": config.num_layers,
-        "num_attention_heads": config.num_heads, "intermediate_size": config.intermediate_size,
-        "hidden_act": config.hidden_act, "hidden_dropout_prob": config.hidden_dropout,
-        "attention_probs_dropout_prob": config.attention_dropout,
-        "max_position_embeddings": config.max_position_embeddings,
-        "type_vocab_size": config.type_vocab_size, "layer_norm_eps": config.layer_norm_eps,
-        "initializer_range": config.initializer_range, "pad_token_id": config.pad_token_id,
-        "position_embedding_type": "absolute", "tie_word_embeddings": True,
-        "classifier_dropout": config.classifier_dropout, "summary_type": config.summary_type,
-        "summary_use_proj": True, "summary_activation": config.summary_activation,
-        "summary_last_dropout": config.summary_last_dropout, **tasks.label_config(config),
-    }
+    return electra.ElectraConfig(**values)
 
   def make_module(self, architecture: str, config: electra.ElectraConfig):
     kind = tasks.kind_of(architecture)
@@ -96,13 +86,13 @@ class ElectraFamily(Family):
       return electra_tasks.task_model(kind, config)
     return _MODULES[architecture](config)
 
-  def rules(self, architecture: str, config: electra.ElectraConfig) -> list[Rule]:
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return model_rules("electra.", "encoder/", config) + tasks.head_rules(*TASK_HEADS[kind])
+  def encoder_rules(self, hf: str, ours: str, config: electra.ElectraConfig) -> list[Rule]:
+    return encoder_rules(hf, ours, config)
+
+  def model_rules(self, architecture: str, config: electra.ElectraConfig) -> list[Rule]:
     if architecture == "ElectraModel":
-      return model_rules("", "", config)
-    rules = model_rules("electra.", "electra/", config)
+      return encoder_rules("", "", config)
+    rules = encoder_rules("electra.", "electra/", config)
     if architecture == "ElectraForPreTraining":
       return rules + [
           Rule("discriminator_predictions.dense.weight", "discriminator_head/dense/kernel", "linear"),
@@ -118,14 +108,3 @@ class ElectraFamily(Family):
         Rule("generator_predictions.LayerNorm.bias", "generator_head/transform_norm/bias"),
         Rule("generator_lm_head.bias", "generator_head/bias")]
 
-
-def _check_summary(hf_config: Mapping[str, Any]) -> None:
-  """ElectraForMultipleChoice's sequence summary: the options transformers' own uses."""
-  summary_type = hf_config.get("summary_type", "first")
-  if summary_type not in electra_tasks.SUMMARY_TYPES:
-    raise ValueError(f"ELECTRA summary_type={summary_type!r} is not supported; use one of "
-                     f"{sorted(electra_tasks.SUMMARY_TYPES)}.")
-  for key, supported in (("summary_use_proj", True), ("summary_proj_to_labels", False),
-                         ("summary_first_dropout", 0)):
-    if hf_config.get(key, supported) != supported:
-      raise ValueError(f"ELECTRA {key}={hf_config[key]!r} is not supported (only {supported!r}).")

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from bertjax.hf.config_map import ConfigMap, Field, same
 from bertjax.hf.family import Family
 from bertjax.hf.mapping import Rule
 from bertjax.models import gpt
@@ -43,7 +44,7 @@ class _GPTFamily(Family):
   config_class = gpt.GPTConfig
   token_table = position_table = ""
 
-  def rules(self, architecture: str, config: gpt.GPTConfig) -> list[Rule]:
+  def model_rules(self, architecture: str, config: gpt.GPTConfig) -> list[Rule]:
     hf = "transformer." if architecture.endswith("LMHeadModel") else ""
     ours = "transformer/" if architecture.endswith("LMHeadModel") else ""
     rules = [Rule(f"{hf}{self.token_table}.weight", f"{ours}token_embeddings/embedding"),
@@ -87,11 +88,48 @@ class _GPTFamily(Family):
     return out
 
 
-def _check_supported(hf: Mapping[str, Any], unsupported: Mapping[str, Any]) -> None:
-  for key, default in unsupported.items():
-    if hf.get(key, default) != default:
-      raise ValueError(f"config.json sets {key}={hf[key]!r}; bertjax's GPT supports only "
-                       f"{key}={default!r}.")
+def _shared_fields(vocab_size: int, positions: int, special_token: int | None):
+  """The keys GPT and GPT-2 share, with transformers' defaults for a missing key (the two
+  differ in vocabulary, context and bos / eos id). The feed-forward width, the activation
+  and the norms' place are each family's own."""
+  return (
+      Field("vocab_size", "vocab_size", default=vocab_size), Field("n_embd", "hidden_size"),
+      Field("n_layer", "num_layers"), Field("n_head", "num_heads"),
+      Field("n_positions", "max_position_embeddings", default=positions),
+      Field("resid_pdrop", "hidden_dropout"), Field("embd_pdrop", "embedding_dropout"),
+      Field("attn_pdrop", "attention_dropout"), Field("layer_norm_epsilon", "layer_norm_eps"),
+      Field("initializer_range", "init_std"),
+      Field("bos_token_id", "bos_token_id", default=special_token),
+      Field("eos_token_id", "eos_token_id", default=special_token), *same("pad_token_id"))
+
+
+GPT2_CONFIG_MAP = ConfigMap(
+    "GPT-2",
+    _shared_fields(50257, 1024, 50256)
+    + (Field("n_inner", "intermediate_size", read=False),
+       Field("activation_function", "activation")),
+    checked={"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
+             "reorder_and_upcast_attn": False, "add_cross_attention": False},
+    hf_only={"tie_word_embeddings": True}, labels=False)
+
+# OpenAI GPT's `afn` names -> our activations (its "gelu" is the tanh approximation), and back.
+_OPENAI_ACTIVATIONS = {"gelu": "gelu_new", "relu": "relu", "silu": "silu", "swish": "silu"}
+_OPENAI_AFN = {"gelu_new": "gelu", "relu": "relu", "silu": "silu"}
+
+
+def _openai_activation(afn: str) -> str:
+  if afn not in _OPENAI_ACTIVATIONS:
+    raise ValueError(f"config.json afn={afn!r} is not supported; expected one of "
+                     f"{sorted(_OPENAI_ACTIVATIONS)}.")
+  return _OPENAI_ACTIVATIONS[afn]
+
+
+OPENAI_CONFIG_MAP = ConfigMap(
+    "OpenAI GPT",
+    _shared_fields(40478, 512, None)
+    + (Field("afn", "activation", to_hf=_OPENAI_AFN.get, from_hf=_openai_activation,
+             default="gelu"),),
+    hf_only={"tie_word_embeddings": True}, labels=False)
 
 
 class GPT2Family(_GPTFamily):
@@ -99,41 +137,20 @@ class GPT2Family(_GPTFamily):
   model_types = ("gpt2",)
   architectures = {"GPT2LMHeadModel": ("logits",), "GPT2Model": ("last_hidden_state",)}
   token_table, position_table = "wte", "wpe"
+  config_map = GPT2_CONFIG_MAP
   ignored_keys = (r"lm_head\.weight", r".*\.attn\.(bias|masked_bias)")
 
+  # n_inner: null (or no key) means 4 x n_embd; GPT-2 is pre-LN.
   def config_from_hf(self, hf: Mapping[str, Any]) -> gpt.GPTConfig:
-    _check_supported(hf, {"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
-                          "reorder_and_upcast_attn": False, "add_cross_attention": False})
-    hidden = hf.get("n_embd", 768)
-    return gpt.GPTConfig(
-        vocab_size=hf.get("vocab_size", 50257), hidden_size=hidden,
-        num_layers=hf.get("n_layer", 12), num_heads=hf.get("n_head", 12),
-        intermediate_size=hf.get("n_inner") or 4 * hidden,
-        max_position_embeddings=hf.get("n_positions", 1024),
-        activation=hf.get("activation_function", "gelu_new"),
-        hidden_dropout=hf.get("resid_pdrop", 0.1), embedding_dropout=hf.get("embd_pdrop", 0.1),
-        attention_dropout=hf.get("attn_pdrop", 0.1),
-        layer_norm_eps=hf.get("layer_norm_epsilon", 1e-5), pre_norm=True,
-        init_std=hf.get("initializer_range", 0.02), bos_token_id=hf.get("bos_token_id", 50256),
-        eos_token_id=hf.get("eos_token_id", 50256), pad_token_id=hf.get("pad_token_id"))
+    values = self.config_map.read(hf)
+    values["intermediate_size"] = hf.get("n_inner") or 4 * values.get("hidden_size", 768)
+    return gpt.GPTConfig(**values, pre_norm=True)
 
   def config_to_hf(self, config: gpt.GPTConfig, architecture: str) -> dict:
     if not config.pre_norm:
       raise ValueError("A post-LN GPTConfig is OpenAI GPT, not GPT-2; export it as "
                        "OpenAIGPTLMHeadModel / OpenAIGPTModel.")
-    return {"model_type": "gpt2", "architectures": [architecture],
-            "vocab_size": config.vocab_size, "n_embd": config.hidden_size,
-            "n_layer": config.num_layers, "n_head": config.num_heads,
-            "n_inner": config.intermediate_size, "n_positions": config.max_position_embeddings,
-            "activation_function": config.activation, "resid_pdrop": config.hidden_dropout,
-            "embd_pdrop": config.embedding_dropout, "attn_pdrop": config.attention_dropout,
-            "layer_norm_epsilon": config.layer_norm_eps, "initializer_range": config.init_std,
-            "bos_token_id": config.bos_token_id, "eos_token_id": config.eos_token_id,
-            "pad_token_id": config.pad_token_id, "tie_word_embeddings": True}
-
-
-# OpenAI GPT's `afn` names; its "gelu" is the tanh approximation.
-_OPENAI_ACTIVATIONS = {"gelu": "gelu_new", "relu": "relu", "silu": "silu", "swish": "silu"}
+    return super().config_to_hf(config, architecture)
 
 
 class OpenAIGPTFamily(_GPTFamily):
@@ -141,35 +158,18 @@ class OpenAIGPTFamily(_GPTFamily):
   model_types = ("openai-gpt",)
   architectures = {"OpenAIGPTLMHeadModel": ("logits",), "OpenAIGPTModel": ("last_hidden_state",)}
   token_table, position_table = "tokens_embed", "positions_embed"
+  config_map = OPENAI_CONFIG_MAP
   ignored_keys = (r"lm_head\.weight", r".*\.attn\.bias", r".*position_ids")
 
+  # OpenAI GPT is post-LN, its feed-forward 4 x n_embd wide (no key says so).
   def config_from_hf(self, hf: Mapping[str, Any]) -> gpt.GPTConfig:
-    afn = hf.get("afn", "gelu")
-    if afn not in _OPENAI_ACTIVATIONS:
-      raise ValueError(f"config.json afn={afn!r} is not supported; expected one of "
-                       f"{sorted(_OPENAI_ACTIVATIONS)}.")
-    hidden = hf.get("n_embd", 768)
-    return gpt.GPTConfig(
-        vocab_size=hf.get("vocab_size", 40478), hidden_size=hidden,
-        num_layers=hf.get("n_layer", 12), num_heads=hf.get("n_head", 12),
-        intermediate_size=4 * hidden, max_position_embeddings=hf.get("n_positions", 512),
-        activation=_OPENAI_ACTIVATIONS[afn], hidden_dropout=hf.get("resid_pdrop", 0.1),
-        embedding_dropout=hf.get("embd_pdrop", 0.1), attention_dropout=hf.get("attn_pdrop", 0.1),
-        layer_norm_eps=hf.get("layer_norm_epsilon", 1e-5), pre_norm=False,
-        init_std=hf.get("initializer_range", 0.02), bos_token_id=hf.get("bos_token_id"),
-        eos_token_id=hf.get("eos_token_id"), pad_token_id=hf.get("pad_token_id"))
+    values = self.config_map.read(hf)
+    return gpt.GPTConfig(**values, intermediate_size=4 * values.get("hidden_size", 768),
+                         pre_norm=False)
 
   def config_to_hf(self, config: gpt.GPTConfig, architecture: str) -> dict:
-    afn = {v: k for k, v in reversed(list(_OPENAI_ACTIVATIONS.items()))}.get(config.activation)
-    if config.pre_norm or afn is None or config.intermediate_size != 4 * config.hidden_size:
+    if (config.pre_norm or config.activation not in _OPENAI_AFN
+        or config.intermediate_size != 4 * config.hidden_size):
       raise ValueError("OpenAI GPT is post-LN with a 4x feed-forward and afn in "
                        f"{sorted(_OPENAI_ACTIVATIONS)}; this GPTConfig is not: {config}.")
-    return {"model_type": "openai-gpt", "architectures": [architecture],
-            "vocab_size": config.vocab_size, "n_embd": config.hidden_size,
-            "n_layer": config.num_layers, "n_head": config.num_heads,
-            "n_positions": config.max_position_embeddings, "afn": afn,
-            "resid_pdrop": config.hidden_dropout, "embd_pdrop": config.embedding_dropout,
-            "attn_pdrop": config.attention_dropout, "layer_norm_epsilon": config.layer_norm_eps,
-            "initializer_range": config.init_std, "bos_token_id": config.bos_token_id,
-            "eos_token_id": config.eos_token_id, "pad_token_id": config.pad_token_id,
-            "tie_word_embeddings": True}
+    return super().config_to_hf(config, architecture)

@@ -6,15 +6,20 @@ Longformer's config.json and tensors are RoBERTa's plus `attention_window` (the 
 window 2w, one per layer or one for all) and the global projections of every layer
 (`attention.self.{query,key,value}_global`).
 """
+import dataclasses
 from typing import Any, Mapping
 
-from bertjax.models.bert.hf import encoder_rules, pooler_rules
 from bertjax.hf import tasks
+from bertjax.hf.config_map import same
 from bertjax.hf.mapping import Rule
 from bertjax.models.roberta.hf import RobertaFamily, lm_head_rules
 from bertjax.layers.long_attention import sparse
 from bertjax.models import longformer
 from bertjax.models.longformer import tasks as longformer_tasks
+
+# RoBERTa's, with sep_token_id; attention_window is the attention's (config_from_hf).
+CONFIG_MAP = dataclasses.replace(RobertaFamily.config_map, model="Longformer",
+                                 fields=RobertaFamily.config_map.fields + same("sep_token_id"))
 
 
 def global_projection_rules(hf: str, ours: str) -> list[Rule]:
@@ -29,13 +34,15 @@ class LongformerFamily(RobertaFamily):
   name = "longformer"
   model_types = ("longformer",)
   config_class = longformer.LongformerConfig
+  config_map = CONFIG_MAP
   architectures = {
       "LongformerModel": ("last_hidden_state", "pooler_output"),
       "LongformerForMaskedLM": ("logits",),
       **tasks.architectures("Longformer", longformer_tasks.KINDS),
   }
-  base_prefix = "longformer."
+  task_encoder_prefix = "longformer."
 
+  # attention_window (the full window 2w, one per layer or one for all) <-> our attention's w.
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> longformer.LongformerConfig:
     window = hf_config.get("attention_window", 512)
     windows = (window,) if isinstance(window, int) else tuple(window)
@@ -52,12 +59,9 @@ class LongformerFamily(RobertaFamily):
     return base.replace(attention=sparse.Longformer(window=one_sided, global_tokens=()))
 
   def config_to_hf(self, config: longformer.LongformerConfig, architecture: str) -> dict:
-    hf = super().config_to_hf(config, architecture)
     window = config.attention.window
-    hf.update(model_type="longformer", sep_token_id=config.sep_token_id,
-              attention_window=([2 * w for w in window] if isinstance(window, tuple)
-                                else 2 * window))
-    return hf
+    full = [2 * w for w in window] if isinstance(window, tuple) else 2 * window
+    return {**super().config_to_hf(config, architecture), "attention_window": full}
 
   def make_module(self, architecture: str, config: longformer.LongformerConfig):
     if tasks.kind_of(architecture):
@@ -68,15 +72,10 @@ class LongformerFamily(RobertaFamily):
   def task_module(self, kind: str, config: longformer.LongformerConfig):
     return longformer_tasks.task_model(kind, config)
 
-  def task_encoder_rules(self, hf: str, ours: str, config: longformer.LongformerConfig,
-                         pooled: bool) -> list[Rule]:
-    return (super().task_encoder_rules(hf, ours, config, pooled)
-            + global_projection_rules(hf, ours))
+  def encoder_rules(self, hf: str, ours: str, config: longformer.LongformerConfig) -> list[Rule]:
+    return super().encoder_rules(hf, ours, config) + global_projection_rules(hf, ours)
 
-  def rules(self, architecture: str, config: longformer.LongformerConfig) -> list[Rule]:
-    if tasks.kind_of(architecture):
-      return super().rules(architecture, config)
+  def model_rules(self, architecture: str, config: longformer.LongformerConfig) -> list[Rule]:
     if architecture == "LongformerModel":
-      return encoder_rules("", "") + global_projection_rules("", "") + pooler_rules("", "")
-    return (encoder_rules("longformer.", "longformer/")
-            + global_projection_rules("longformer.", "longformer/") + lm_head_rules())
+      return self.encoder_rules("", "", config) + self.pooler_rules("", "")
+    return self.encoder_rules("longformer.", "longformer/", config) + lm_head_rules()

@@ -13,19 +13,38 @@ from typing import Any, Mapping
 import numpy as np
 
 from bertjax.hf import tasks
-from bertjax.hf.family import Family, config_fields
+from bertjax.hf.config_map import COMPUTE_DTYPE, ConfigMap, Field, same
+from bertjax.hf.family import Family
 from bertjax.hf.mapping import Rule
 from bertjax.models import modernbert
 from bertjax.models.modernbert import tasks as modernbert_tasks
 
-# config.json key -> ModernBertConfig field, where the names differ.
-_RENAMED = {
-    "num_hidden_layers": "num_layers",
-    "num_attention_heads": "num_heads",
-    "hidden_activation": "hidden_act",
-    "norm_eps": "layer_norm_eps",
-    "mlp_dropout": "hidden_dropout",
-}
+# The layer pattern and rotary bases are read from either layout in config_from_hf (transformers
+# 5 reads layer_types / rope_parameters, earlier versions the keys written here too).
+CONFIG_MAP = ConfigMap(
+    "ModernBERT",
+    (*same("vocab_size", "hidden_size", "intermediate_size"),
+     Field("num_hidden_layers", "num_layers"), Field("num_attention_heads", "num_heads"),
+     Field("hidden_activation", "hidden_act"),
+     *same("max_position_embeddings", "initializer_range"),
+     Field("norm_eps", "layer_norm_eps"),
+     *same("norm_bias", "pad_token_id", "cls_token_id", "sep_token_id"),
+     Field("bos_token_id", "cls_token_id", read=False),
+     Field("eos_token_id", "sep_token_id", read=False),
+     *same("attention_bias", "attention_dropout", "local_attention", "embedding_dropout",
+           "mlp_bias"),
+     Field("mlp_dropout", "hidden_dropout"),
+     *same("decoder_bias", "classifier_pooling"),
+     Field("classifier_dropout", "classifier_dropout", to_hf=lambda rate: rate or 0.0,
+           from_hf=lambda rate: 0.0 if rate is None else rate),
+     *same("classifier_bias", "classifier_activation"),
+     Field("global_attn_every_n_layers", "global_attn_every_n_layers", read=False),
+     Field("global_rope_theta", "rotary_base", read=False),
+     Field("local_rope_theta", "local_rotary_base", read=False),
+     COMPUTE_DTYPE),
+    constants={"tie_word_embeddings": True},
+    reasons={"tie_word_embeddings": "bertjax's ModernBERT ties the MLM decoder to the token "
+                                    "embeddings, as the published models do"})
 # transformers' layer_types names.
 _GLOBAL, _LOCAL = "full_attention", "sliding_attention"
 # The fused tensors and the parts they split into, in order.
@@ -105,9 +124,14 @@ def _layer_types(num_layers: int, every: int) -> list[str]:
   return [_GLOBAL if i % every == 0 else _LOCAL for i in range(num_layers)]
 
 
+def _rope(theta: float) -> dict:
+  return {"rope_type": "default", "rope_theta": theta}
+
+
 class ModernBertFamily(Family):
   name = "modernbert"
   config_class = modernbert.ModernBertConfig
+  config_map = CONFIG_MAP
   model_types = ("modernbert",)
   architectures = {
       "ModernBertModel": ("last_hidden_state",),
@@ -116,50 +140,21 @@ class ModernBertFamily(Family):
   }
   # The MLM decoder's weight is the token table.
   ignored_keys = (r"decoder\.weight",)
+  task_encoder_prefix = "model."
 
+  # The rotary bases and the global-layer pattern, each in two layouts (_rope_theta, _every_n).
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> modernbert.ModernBertConfig:
-    if not hf_config.get("tie_word_embeddings", True):
-      raise ValueError("config.json: tie_word_embeddings=false; bertjax's ModernBERT ties the "
-                       "MLM decoder to the token embeddings, as the published models do.")
-    values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
-    values.update(tasks.label_values(hf_config))
-    values.update(
+    return modernbert.ModernBertConfig(
+        **self.config_map.read(hf_config),
         rotary_base=_rope_theta(hf_config, _GLOBAL, "global_rope_theta", 160000.0),
         local_rotary_base=_rope_theta(hf_config, _LOCAL, "local_rope_theta", 10000.0),
         global_attn_every_n_layers=_every_n(hf_config))
-    if values.get("classifier_dropout") is None:
-      values["classifier_dropout"] = 0.0
-    cls = modernbert.ModernBertConfig
-    return cls(**config_fields(cls, values))
 
   def config_to_hf(self, config: modernbert.ModernBertConfig, architecture: str) -> dict:
-    global_theta, local_theta = config.rotary_base, config.local_rotary_base
-    return {
-        "model_type": "modernbert", "architectures": [architecture],
-        "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
-        "intermediate_size": config.intermediate_size, "num_hidden_layers": config.num_layers,
-        "num_attention_heads": config.num_heads, "hidden_activation": config.hidden_act,
-        "max_position_embeddings": config.max_position_embeddings,
-        "initializer_range": config.initializer_range, "norm_eps": config.layer_norm_eps,
-        "norm_bias": config.norm_bias, "pad_token_id": config.pad_token_id,
-        "cls_token_id": config.cls_token_id, "sep_token_id": config.sep_token_id,
-        "bos_token_id": config.cls_token_id, "eos_token_id": config.sep_token_id,
-        "attention_bias": config.attention_bias, "attention_dropout": config.attention_dropout,
-        "local_attention": config.local_attention,
-        "embedding_dropout": config.embedding_dropout, "mlp_bias": config.mlp_bias,
-        "mlp_dropout": config.hidden_dropout, "decoder_bias": config.decoder_bias,
-        "classifier_pooling": config.classifier_pooling,
-        "classifier_dropout": config.classifier_dropout or 0.0,
-        "classifier_bias": config.classifier_bias,
-        "classifier_activation": config.classifier_activation, "tie_word_embeddings": True,
-        # transformers 5 reads layer_types / rope_parameters, earlier versions the others.
-        "layer_types": _layer_types(config.num_layers, config.global_attn_every_n_layers),
-        "rope_parameters": {_GLOBAL: {"rope_type": "default", "rope_theta": global_theta},
-                            _LOCAL: {"rope_type": "default", "rope_theta": local_theta}},
-        "global_attn_every_n_layers": config.global_attn_every_n_layers,
-        "global_rope_theta": global_theta, "local_rope_theta": local_theta,
-        **tasks.label_config(config),
-    }
+    return {**super().config_to_hf(config, architecture),
+            "layer_types": _layer_types(config.num_layers, config.global_attn_every_n_layers),
+            "rope_parameters": {_GLOBAL: _rope(config.rotary_base),
+                                _LOCAL: _rope(config.local_rotary_base)}}
 
   def make_module(self, architecture: str, config: modernbert.ModernBertConfig):
     kind = tasks.kind_of(architecture)
@@ -168,11 +163,14 @@ class ModernBertFamily(Family):
     return {"ModernBertModel": modernbert.ModernBertModel,
             "ModernBertForMaskedLM": modernbert.ModernBertForMaskedLM}[architecture](config)
 
-  def rules(self, architecture: str, config: modernbert.ModernBertConfig) -> list[Rule]:
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return (encoder_rules("model.", "encoder/", config) + head_rules("head.", "head", config)
-              + tasks.linear("classifier", "head/out"))
+  def encoder_rules(self, hf: str, ours: str, config: modernbert.ModernBertConfig) -> list[Rule]:
+    return encoder_rules(hf, ours, config)
+
+  # Every kind's head is the prediction head (dense, norm) and `classifier`.
+  def task_head_rules(self, kind: str, config: modernbert.ModernBertConfig) -> list[Rule]:
+    return head_rules("head.", "head", config) + tasks.linear("classifier", "head/out")
+
+  def model_rules(self, architecture: str, config: modernbert.ModernBertConfig) -> list[Rule]:
     if architecture == "ModernBertModel":
       return encoder_rules("", "", config)
     rules = encoder_rules("model.", "model/", config) + head_rules("head.", "mlm_head", config)

@@ -4,8 +4,10 @@ RobertaFor{SequenceClassification, TokenClassification, QuestionAnswering, Multi
 RoBERTa's config.json and encoder tensors are BERT's, so the adapter extends the BERT
 one; only the heads' tensor names and the module classes differ.
 """
+import dataclasses
+
 from bertjax.hf import tasks
-from bertjax.models.bert.hf import BertFamily, encoder_rules, pooler_rules
+from bertjax.models.bert.hf import BertFamily
 from bertjax.hf.mapping import Rule
 from bertjax.models import roberta
 from bertjax.models.roberta import tasks as roberta_tasks
@@ -17,6 +19,10 @@ TASK_HEADS = {
     "ForQuestionAnswering": (None, "qa_outputs"),
     "ForMultipleChoice": (None, "classifier"),
 }
+
+CONFIG_MAP = dataclasses.replace(
+    BertFamily.config_map, model="RoBERTa",
+    hf_only={**BertFamily.config_map.hf_only, "bos_token_id": 0, "eos_token_id": 2})
 
 
 def lm_head_rules(hf: str = "lm_head.", ours: str = "lm_head/") -> list[Rule]:
@@ -31,21 +37,17 @@ class RobertaFamily(BertFamily):
   name = "roberta"
   model_types = ("roberta",)
   config_class = roberta.RobertaConfig
+  config_map = CONFIG_MAP
   architectures = {
       "RobertaModel": ("last_hidden_state", "pooler_output"),
       "RobertaForMaskedLM": ("logits",),
       **tasks.architectures("Roberta", roberta_tasks.KINDS),
   }
-  base_prefix = "roberta."
+  task_encoder_prefix = "roberta."
   task_heads = TASK_HEADS
   pooled_kinds = roberta_tasks.POOLED
   # Buffers, and the decoder tied to the word embeddings and to lm_head.bias.
   ignored_keys = (r".*position_ids", r".*token_type_ids", r"lm_head\.decoder\.(weight|bias)")
-
-  def config_to_hf(self, config: roberta.RobertaConfig, architecture: str) -> dict:
-    hf = super().config_to_hf(config, architecture)
-    hf.update(model_type="roberta", bos_token_id=0, eos_token_id=2)
-    return hf
 
   def make_module(self, architecture: str, config: roberta.RobertaConfig):
     if tasks.kind_of(architecture):
@@ -56,9 +58,7 @@ class RobertaFamily(BertFamily):
   def task_module(self, kind: str, config: roberta.RobertaConfig):
     return roberta_tasks.task_model(kind, config)
 
-  def rules(self, architecture: str, config: roberta.RobertaConfig) -> list[Rule]:
-    if tasks.kind_of(architecture):
-      return super().rules(architecture, config)
+  def model_rules(self, architecture: str, config: roberta.RobertaConfig) -> list[Rule]:
     if architecture == "RobertaModel":
-      return encoder_rules("", "") + pooler_rules("", "")
-    return encoder_rules("roberta.", "roberta/") + lm_head_rules()
+      return self.encoder_rules("", "", config) + self.pooler_rules("", "")
+    return self.encoder_rules("roberta.", "roberta/", config) + lm_head_rules()

@@ -7,9 +7,24 @@ with `tie_word_embeddings: false`, which transformers loads untied.
 """
 from typing import Any, Mapping
 
+from bertjax.hf.config_map import ConfigMap, Field, same
 from bertjax.hf.mapping import Rule
 from bertjax.hf.seq2seq import Seq2SeqFamily
 from bertjax.models import t5
+
+# feed_forward_proj, num_decoder_layers and scale_decoder_outputs are read in config_from_hf.
+CONFIG_MAP = ConfigMap(
+    "T5",
+    (*same("vocab_size"), Field("d_model", "hidden_size"), Field("d_kv", "head_dim"),
+     Field("d_ff", "intermediate_size"), *same("num_layers", "num_heads"),
+     Field("num_decoder_layers", "num_decoder_layers", read=False),
+     Field("relative_attention_num_buckets", "relative_buckets"),
+     Field("relative_attention_max_distance", "relative_max_distance"),
+     *same("dropout_rate"), Field("layer_norm_epsilon", "layer_norm_eps"),
+     *same("tie_word_embeddings"),
+     Field("scale_decoder_outputs", "scales_decoder_outputs", read=False),
+     *same("initializer_factor", "pad_token_id", "eos_token_id", "decoder_start_token_id")),
+    hf_only={"is_encoder_decoder": True}, labels=False)
 
 _ATTENTION = {"q": "query", "k": "key", "v": "value"}
 
@@ -49,6 +64,7 @@ def stack_rules(side: str, ours: str, gated: bool) -> list[Rule]:
 class T5Family(Seq2SeqFamily):
   name = "t5"
   config_class = t5.T5Config
+  config_map = CONFIG_MAP
   model_types = ("t5",)
   architectures = {
       "T5ForConditionalGeneration": ("logits", "encoder_last_hidden_state"),
@@ -58,55 +74,34 @@ class T5Family(Seq2SeqFamily):
   ignored_keys = (r"(encoder|decoder)\.embed_tokens\.weight", r"lm_head\.weight",
                   r"decoder\.block\.0\.layer\.1\.EncDecAttention\.relative_attention_bias\.weight")
 
+  # feed_forward_proj ('relu', 'gated-gelu', ...) <-> activation and gated; a missing (or
+  # null) num_decoder_layers is num_layers, a missing scale_decoder_outputs follows the tying.
   def config_from_hf(self, hf: Mapping[str, Any]) -> t5.T5Config:
     projection = hf.get("feed_forward_proj", "relu")
     parts = projection.split("-")
     if len(parts) > 2 or (len(parts) == 2 and parts[0] != "gated"):
       raise ValueError(f"feed_forward_proj={projection!r} is not supported; expected 'ACT' or "
                        "'gated-ACT' (e.g. 'relu', 'gated-gelu').")
-    gated = len(parts) == 2
-    activation = "gelu_new" if projection == "gated-gelu" else parts[-1]
-    tie = hf.get("tie_word_embeddings", True)
-    layers = hf.get("num_layers", 6)
+    values = self.config_map.read(hf)
+    tie = values.get("tie_word_embeddings", True)
     return t5.T5Config(
-        vocab_size=hf.get("vocab_size", 32128), hidden_size=hf.get("d_model", 512),
-        head_dim=hf.get("d_kv", 64), intermediate_size=hf.get("d_ff", 2048), num_layers=layers,
-        num_decoder_layers=hf.get("num_decoder_layers") or layers,
-        num_heads=hf.get("num_heads", 8),
-        relative_buckets=hf.get("relative_attention_num_buckets", 32),
-        relative_max_distance=hf.get("relative_attention_max_distance", 128),
-        dropout_rate=hf.get("dropout_rate", 0.1), layer_norm_eps=hf.get("layer_norm_epsilon", 1e-6),
-        activation=activation, gated=gated, tie_word_embeddings=tie,
-        scale_decoder_outputs=hf.get("scale_decoder_outputs", tie),
-        initializer_factor=hf.get("initializer_factor", 1.0),
-        pad_token_id=hf.get("pad_token_id", 0), eos_token_id=hf.get("eos_token_id", 1),
-        decoder_start_token_id=hf.get("decoder_start_token_id", 0))
+        **values, activation="gelu_new" if projection == "gated-gelu" else parts[-1],
+        gated=len(parts) == 2,
+        num_decoder_layers=hf.get("num_decoder_layers") or values.get("num_layers", 6),
+        scale_decoder_outputs=hf.get("scale_decoder_outputs", tie))
 
   def config_to_hf(self, config: t5.T5Config, architecture: str) -> dict:
     if config.gated:
       projection = "gated-gelu" if config.activation == "gelu_new" else f"gated-{config.activation}"
     else:
       projection = config.activation
-    return {
-        "model_type": "t5", "architectures": [architecture], "vocab_size": config.vocab_size,
-        "d_model": config.hidden_size, "d_kv": config.head_dim, "d_ff": config.intermediate_size,
-        "num_layers": config.num_layers, "num_decoder_layers": config.num_decoder_layers,
-        "num_heads": config.num_heads,
-        "relative_attention_num_buckets": config.relative_buckets,
-        "relative_attention_max_distance": config.relative_max_distance,
-        "dropout_rate": config.dropout_rate, "layer_norm_epsilon": config.layer_norm_eps,
-        "feed_forward_proj": projection, "tie_word_embeddings": config.tie_word_embeddings,
-        "scale_decoder_outputs": config.scales_decoder_outputs,
-        "initializer_factor": config.initializer_factor, "pad_token_id": config.pad_token_id,
-        "eos_token_id": config.eos_token_id,
-        "decoder_start_token_id": config.decoder_start_token_id, "is_encoder_decoder": True,
-    }
+    return {**super().config_to_hf(config, architecture), "feed_forward_proj": projection}
 
   def make_module(self, architecture: str, config: t5.T5Config):
     return {"T5ForConditionalGeneration": t5.T5ForConditionalGeneration,
             "T5Model": t5.T5Model}[architecture](config)
 
-  def rules(self, architecture: str, config: t5.T5Config) -> list[Rule]:
+  def model_rules(self, architecture: str, config: t5.T5Config) -> list[Rule]:
     ours = "transformer/" if architecture == "T5ForConditionalGeneration" else ""
     rules = [Rule("shared.weight", f"{ours}shared/embedding"),
              *stack_rules("encoder", f"{ours}encoder", config.gated),

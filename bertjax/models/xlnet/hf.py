@@ -12,18 +12,27 @@ import jax.numpy as jnp
 import numpy as np
 
 from bertjax.hf import tasks
-from bertjax.hf.family import Family, config_fields
+from bertjax.hf.config_map import COMPUTE_DTYPE, ConfigMap, Field, same
+from bertjax.hf.family import Family
 from bertjax.hf.mapping import Rule
 from bertjax.models import xlnet
 from bertjax.models.xlnet import tasks as xlnet_tasks
 
-_RENAMED = {
-    "d_model": "hidden_size",
-    "n_layer": "num_layers",
-    "n_head": "num_heads",
-    "d_inner": "intermediate_size",
-    "ff_activation": "hidden_act",
-}
+_PUBLISHED = "XLNet's sequence summary is supported as published (a tanh projection)"
+CONFIG_MAP = ConfigMap(
+    "XLNet",
+    (*same("vocab_size"), Field("d_model", "hidden_size"), Field("n_layer", "num_layers"),
+     Field("n_head", "num_heads"), Field("d_head", "head_dim", read=False),
+     Field("d_inner", "intermediate_size"), Field("ff_activation", "hidden_act"),
+     *same("dropout", "layer_norm_eps", "initializer_range", "attn_type", "bi_data", "clamp_len",
+           "same_length", "mem_len", "reuse_len", "pad_token_id", "summary_type",
+           "summary_last_dropout"),
+     COMPUTE_DTYPE),
+    constants={"summary_use_proj": True, "summary_activation": "tanh",
+               "tie_word_embeddings": True},
+    checked={"summary_proj_to_labels": False, "summary_first_dropout": 0},
+    reasons={"summary_use_proj": _PUBLISHED, "summary_activation": _PUBLISHED,
+             "tie_word_embeddings": "the LM head is the word-embedding matrix"})
 
 # Task kind -> the transformers layers of its head: (hidden dense or None, output layer).
 TASK_HEADS = {
@@ -59,6 +68,7 @@ class XLNetFamily(Family):
   name = "xlnet"
   config_class = xlnet.XLNetConfig
   model_types = ("xlnet",)
+  config_map = CONFIG_MAP
   architectures = {
       "XLNetModel": ("last_hidden_state", "mems"),
       "XLNetLMHeadModel": ("logits", "mems"),
@@ -66,43 +76,16 @@ class XLNetFamily(Family):
          for name, outputs in tasks.architectures("XLNet", xlnet_tasks.KINDS).items()},
   }
   ignored_keys = (r"lm_loss\.weight",)  # tied to the word embeddings
+  task_encoder_prefix = "transformer."
+  task_heads = TASK_HEADS
 
+  # d_head is not a field of ours (it is d_model / n_head); one that differs is refused.
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> xlnet.XLNetConfig:
-    if hf_config.get("summary_use_proj", True) is not True or \
-        hf_config.get("summary_activation", "tanh") != "tanh":
-      raise ValueError("XLNet's sequence summary is supported with summary_use_proj=True and "
-                       "summary_activation='tanh' (the published setting) only; got "
-                       f"{hf_config.get('summary_use_proj')!r} / "
-                       f"{hf_config.get('summary_activation')!r}.")
-    for key in ("summary_proj_to_labels", "summary_first_dropout"):
-      if hf_config.get(key):
-        raise ValueError(f"{key}={hf_config[key]!r} is not supported for XLNet.")
-    if not hf_config.get("tie_word_embeddings", True):
-      raise ValueError("tie_word_embeddings=False is not supported for XLNet: the LM head is the "
-                       "word-embedding matrix.")
-    values = {_RENAMED.get(k, k): v for k, v in hf_config.items()}
-    values.update(tasks.label_values(hf_config))
     head_dim = hf_config.get("d_head")
-    config = xlnet.XLNetConfig(**config_fields(xlnet.XLNetConfig, values))
+    config = super().config_from_hf(hf_config)
     if head_dim is not None and head_dim != config.head_dim:
       raise ValueError(f"d_head={head_dim} must equal d_model / n_head = {config.head_dim}.")
     return config
-
-  def config_to_hf(self, config: xlnet.XLNetConfig, architecture: str) -> dict:
-    return {
-        "model_type": "xlnet", "architectures": [architecture],
-        "vocab_size": config.vocab_size, "d_model": config.hidden_size,
-        "n_layer": config.num_layers, "n_head": config.num_heads, "d_head": config.head_dim,
-        "d_inner": config.intermediate_size, "ff_activation": config.hidden_act,
-        "dropout": config.dropout, "layer_norm_eps": config.layer_norm_eps,
-        "initializer_range": config.initializer_range, "attn_type": config.attn_type,
-        "bi_data": config.bi_data, "clamp_len": config.clamp_len,
-        "same_length": config.same_length, "mem_len": config.mem_len,
-        "reuse_len": config.reuse_len, "pad_token_id": config.pad_token_id,
-        "summary_type": config.summary_type, "summary_use_proj": True,
-        "summary_activation": "tanh", "summary_last_dropout": config.summary_last_dropout,
-        "tie_word_embeddings": True, **tasks.label_config(config),
-    }
 
   def make_module(self, architecture: str, config: xlnet.XLNetConfig):
     kind = tasks.kind_of(architecture)
@@ -114,10 +97,10 @@ class XLNetFamily(Family):
   def init_inputs(self, config: xlnet.XLNetConfig) -> dict:
     return {"input_ids": jnp.zeros((2, 8), jnp.int32)}  # even: bi_data halves the batch
 
-  def rules(self, architecture: str, config: xlnet.XLNetConfig) -> list[Rule]:
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return transformer_rules("transformer.", "encoder/") + tasks.head_rules(*TASK_HEADS[kind])
+  def encoder_rules(self, hf: str, ours: str, config: xlnet.XLNetConfig) -> list[Rule]:
+    return transformer_rules(hf, ours)
+
+  def model_rules(self, architecture: str, config: xlnet.XLNetConfig) -> list[Rule]:
     if architecture == "XLNetModel":
       return transformer_rules("", "")
     return transformer_rules("transformer.", "transformer/") + [Rule("lm_loss.bias", "lm_bias")]
