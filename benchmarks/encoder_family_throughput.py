@@ -10,10 +10,16 @@ batch features that objective reads; the step is the trainer's own
 for one device. Compilation and the first step are not timed. All models share the
 "mini" width (4 layers, hidden 256, 4 heads, MLP 1024) and a 30,522-id vocabulary, so
 the numbers compare architectures, not sizes. Add a family with one `BUILDERS` line.
+
+A family that names its bare encoder (`Bench.encoder`) also gets an encode column: the
+jitted, deterministic forward pass to the last hidden state on the same rows (tokens/s),
+what `bertjax.inference` runs to embed text. Families are timed one after another, so
+compare rows of one run (`--repeats` takes the median of several).
 """
 import argparse
 import dataclasses
 import os
+import statistics
 import time
 from typing import Callable
 
@@ -41,6 +47,7 @@ class Bench:
   objective: object
   features: tuple[str, ...] = ()  # extra batch features beyond MLM's
   frozen: tuple[str, ...] = ()    # param path regexes the optimizer leaves alone
+  encoder: object = None          # the bare encoder (input_ids, attention_mask -> hidden)
 
 
 def _roberta() -> Bench:
@@ -87,12 +94,14 @@ def _modernbert() -> Bench:
   # window; GeGLU of 683 (3 x 256 x 683 weights, BERT's MLP has 2 x 256 x 1024).
   cfg = modernbert.ModernBertConfig(**{**SMALL, "intermediate_size": 683}, pad_token_id=0,
                                     cls_token_id=101, sep_token_id=102)
-  return Bench(modernbert.ModernBertForMaskedLM(cfg), mlm.MaskedLM())
+  return Bench(modernbert.ModernBertForMaskedLM(cfg), mlm.MaskedLM(),
+               encoder=modernbert.ModernBertModel(cfg))
 
 
 def _bert() -> Bench:
-  return Bench(bert.BertForPreTraining(bert.BertConfig(**SMALL)),
-               nsp.bert_pretraining("nsp"), ("next_sentence_label",))
+  cfg = bert.BertConfig(**SMALL)
+  return Bench(bert.BertForPreTraining(cfg), nsp.bert_pretraining("nsp"),
+               ("next_sentence_label",), encoder=bert.BertModel(cfg))
 
 
 # name -> builder. Other families add their line here.
@@ -129,44 +138,82 @@ def synthetic_batch(batch: int, length: int, features: tuple[str, ...], seed: in
   return {k: jnp.asarray(v) for k, v in out.items()}
 
 
-def measure(bench: Bench, batch_size: int, length: int, steps: int) -> dict:
-  batch = synthetic_batch(batch_size, length, bench.features)
-  tx, schedule = optimizers.make_optimizer(total_steps=1000, schedule=optimizers.constant,
-                                           frozen=bench.frozen)
-  init = train_state.init_params_fn(bench.model, batch, bench.objective.model_inputs)
-  params = jax.jit(lambda k: nn.unbox(init(k)))(jax.random.key(0))
-  state = train_state.TrainState(step=jnp.zeros((), jnp.int32), params=params,
-                                 opt_state=tx.init(params),
-                                 rng=jax.random.key_data(jax.random.key(1)))
-  step = jax.jit(train_step.make_train_step(bench.model, bench.objective, tx, schedule),
-                 donate_argnums=(0,))
-  state, metrics = step(state, batch)  # compile + first step
-  jax.block_until_ready(metrics)
-  start = time.perf_counter()
-  for _ in range(steps):
-    state, metrics = step(state, batch)
-  jax.block_until_ready(metrics)
-  seconds = (time.perf_counter() - start) / steps
-  return {"tokens_per_sec": batch_size * length / seconds, "step_ms": 1e3 * seconds,
-          "params": sum(x.size for x in jax.tree.leaves(state.params))}
+class Timed:
+  """One family's compiled train step (and encoder forward, if it names one), timed in
+  rounds: `main` interleaves the families' rounds so that load from other processes on a
+  shared machine falls on all of them alike."""
+
+  def __init__(self, bench: Bench, batch_size: int, length: int):
+    self.tokens = batch_size * length
+    batch = synthetic_batch(batch_size, length, bench.features)
+    tx, schedule = optimizers.make_optimizer(total_steps=1000, schedule=optimizers.constant,
+                                             frozen=bench.frozen)
+    init = train_state.init_params_fn(bench.model, batch, bench.objective.model_inputs)
+    params = jax.jit(lambda k: nn.unbox(init(k)))(jax.random.key(0))
+    self.params = sum(x.size for x in jax.tree.leaves(params))
+    state = train_state.TrainState(step=jnp.zeros((), jnp.int32), params=params,
+                                   opt_state=tx.init(params),
+                                   rng=jax.random.key_data(jax.random.key(1)))
+    step = jax.jit(train_step.make_train_step(bench.model, bench.objective, tx, schedule),
+                   donate_argnums=(0,))
+    self.state, metrics = step(state, batch)  # compile + first step
+    jax.block_until_ready(metrics)
+    self._step, self._batch = step, batch
+    self._encode = None
+    if bench.encoder is not None:
+      ids, mask = batch["input_ids"], batch["attention_mask"]
+      encoder_params = jax.jit(lambda k: nn.unbox(bench.encoder.init(k, ids, mask)))(
+          jax.random.key(0))
+      forward = jax.jit(lambda p: bench.encoder.apply(p, ids, mask)["last_hidden_state"])
+      jax.block_until_ready(forward(encoder_params))  # compile
+      self._encode = lambda: forward(encoder_params)
+
+  def train_seconds(self, steps: int) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+      self.state, metrics = self._step(self.state, self._batch)
+    jax.block_until_ready(metrics)
+    return (time.perf_counter() - start) / steps
+
+  def encode_seconds(self, steps: int) -> float | None:
+    if self._encode is None:
+      return None
+    start = time.perf_counter()
+    for _ in range(steps):
+      hidden = self._encode()
+    jax.block_until_ready(hidden)
+    return (time.perf_counter() - start) / steps
 
 
-def main():
+def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("models", nargs="*", help=f"subset of {sorted(BUILDERS)} (prefixes ok)")
   parser.add_argument("--batch", type=int, default=8)
   parser.add_argument("--length", type=int, default=128)
   parser.add_argument("--steps", type=int, default=5)
-  args = parser.parse_args()
+  parser.add_argument("--repeats", type=int, default=3,
+                      help="timed rounds, interleaved across families; the median is shown")
+  args = parser.parse_args(argv)
   names = [n for n in BUILDERS if not args.models or any(n.startswith(m) for m in args.models)]
   if not names:
     parser.error(f"no model matches {args.models}; known: {sorted(BUILDERS)}")
   print(f"device: {jax.devices()[0].device_kind}, batch {args.batch} x {args.length} tokens, "
-        f"mini width (L4 H256 A4 F1024), vocab {VOCAB}")
-  for name in names:
-    r = measure(BUILDERS[name](), args.batch, args.length, args.steps)
-    print(f"{name:45s} {r['tokens_per_sec']:9.0f} tokens/s  {r['step_ms']:8.1f} ms/step  "
-          f"{r['params'] / 1e6:6.1f}M params", flush=True)
+        f"mini width (L4 H256 A4 F1024), vocab {VOCAB}, median of {args.repeats} rounds")
+  timed = {name: Timed(BUILDERS[name](), args.batch, args.length) for name in names}
+  train = {name: [] for name in names}
+  encode = {name: [] for name in names}
+  for _ in range(args.repeats):
+    for name, t in timed.items():
+      train[name].append(t.train_seconds(args.steps))
+      encode[name].append(t.encode_seconds(args.steps))
+  print(f"{'':50s} {'train tokens/s':>14s} {'ms/step':>8s} {'params':>7s} "
+        f"{'encode tokens/s':>15s}")
+  for name, t in timed.items():
+    seconds = statistics.median(train[name])
+    encode_rate = ("-" if encode[name][0] is None
+                   else f"{t.tokens / statistics.median(encode[name]):.0f}")
+    print(f"{name:50s} {t.tokens / seconds:14.0f} {1e3 * seconds:8.1f} "
+          f"{t.params / 1e6:6.1f}M {encode_rate:>15s}", flush=True)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ jitted forward pass and a train step (gradient of a scalar loss + SGD update), m
 XLA (`memory_analysis`: arguments + outputs + temporaries; independent of machine load).
 It prints the table, every variant's ratio to dense at each length, and the growth
 exponent b of a least-squares fit time ~ n^b (target: ~1 sparse / low-rank, ~2 dense),
-and writes long_attention.png + results.md under --out.
+and writes long_attention.png + results.md under --out. At each length every variant is
+compiled first and then timed in interleaved rounds, so that other load on a shared machine
+falls on all of them alike.
 """
 import argparse
 import os
@@ -59,27 +61,24 @@ def build(variant: str, max_length: int):
   return model, bert.init_params(model, jax.random.PRNGKey(0), length=8)
 
 
-def _median_time(fn, *args, repeats: int) -> float:
-  jax.block_until_ready(fn(*args))  # compile + warm up
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    times.append(time.perf_counter() - start)
-  return statistics.median(times)
-
-
 def _peak_bytes(fn, *args) -> int:
   stats = fn.lower(*args).compile().memory_analysis()
   return int(stats.argument_size_in_bytes + stats.output_size_in_bytes
              + stats.temp_size_in_bytes)
 
 
-def measure(variant: str, length: int, max_length: int, repeats: int) -> dict:
+def _seconds(fn, *args) -> float:
+  start = time.perf_counter()
+  jax.block_until_ready(fn(*args))
+  return time.perf_counter() - start
+
+
+def prepare(variant: str, length: int, max_length: int) -> dict:
+  """The variant's jitted forward and train step at `length`, compiled and warmed up, with
+  the train step's peak memory."""
   model, params = build(variant, max_length)
   ids = jax.random.randint(jax.random.PRNGKey(1), (1, length), 1, 128)
   mask = jnp.ones((1, length), jnp.int32)
-
   forward = jax.jit(lambda p, i, m: model.apply({"params": p}, i, m)["last_hidden_state"])
 
   def loss(p, i, m):
@@ -90,9 +89,27 @@ def measure(variant: str, length: int, max_length: int, repeats: int) -> dict:
     grads = jax.grad(loss)(p, i, m)
     return jax.tree_util.tree_map(lambda w, g: w - 1e-3 * g, p, grads)
 
-  return {"forward_s": _median_time(forward, params, ids, mask, repeats=repeats),
-          "train_s": _median_time(train_step, params, ids, mask, repeats=repeats),
-          "train_mb": _peak_bytes(train_step, params, ids, mask) / 2**20}
+  args = (params, ids, mask)
+  for fn in (forward, train_step):
+    jax.block_until_ready(fn(*args))  # compile + warm up
+  return {"forward": lambda: _seconds(forward, *args),
+          "train": lambda: _seconds(train_step, *args),
+          "train_mb": _peak_bytes(train_step, *args) / 2**20}
+
+
+def measure_length(variants: list[str], length: int, max_length: int, repeats: int) -> dict:
+  """Each variant's median forward and train-step time at `length`, timed in interleaved
+  rounds (every variant once per round) so that load from other processes on a shared
+  machine falls on all of them alike."""
+  prepared = {v: prepare(v, length, max_length) for v in variants}
+  times = {v: {"forward": [], "train": []} for v in variants}
+  for _ in range(repeats):
+    for v in variants:
+      for key in ("forward", "train"):
+        times[v][key].append(prepared[v][key]())
+  return {v: {"forward_s": statistics.median(times[v]["forward"]),
+              "train_s": statistics.median(times[v]["train"]),
+              "train_mb": prepared[v]["train_mb"]} for v in variants}
 
 
 def growth_exponent(lengths, values) -> float:
@@ -137,21 +154,20 @@ def plot(results: dict, lengths: list[int], path: str) -> None:
   fig.savefig(path, dpi=80)
 
 
-def main():
+def main(argv=None):
   parser = argparse.ArgumentParser()
   parser.add_argument("--lengths", default="512,1024,2048,4096,8192")
   parser.add_argument("--variants", default=",".join(VARIANTS))
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
-  args = parser.parse_args()
+  args = parser.parse_args(argv)
   lengths = [int(n) for n in args.lengths.split(",")]
   variants = args.variants.split(",")
   if "dense" not in variants:
     variants.insert(0, "dense")
   results = {v: [] for v in variants}
   for n in lengths:
-    for variant in variants:
-      row = measure(variant, n, max(lengths), args.repeats)
+    for variant, row in measure_length(variants, n, max(lengths), args.repeats).items():
       results[variant].append(row)
       print(f"{variant:>10} n={n:5d}  forward {row['forward_s']:.4f}s  train {row['train_s']:.4f}s"
             f"  peak {row['train_mb']:.1f} MiB", flush=True)

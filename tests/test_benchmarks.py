@@ -16,10 +16,12 @@ from bertjax import paths
 from tests import test_readme
 
 sys.path.insert(0, str(paths.REPO_ROOT / "benchmarks"))
+import encoder_family_throughput  # noqa: E402
 import finetune_vs_transformers  # noqa: E402
 import gemm_rates  # noqa: E402
 import gpu_profile  # noqa: E402
 import gpu_step  # noqa: E402
+import long_attention  # noqa: E402
 import profile_step  # noqa: E402
 import side_by_side  # noqa: E402
 
@@ -32,6 +34,10 @@ TINY = {"python benchmarks/side_by_side.py": [
             "--sequence_length=16"],
         "python benchmarks/gpu_step.py": [
             "--tiny", "--rounds=1", "--steps=1", "--batch_size=8", "--sequence_length=16"],
+        "python benchmarks/long_attention.py": [
+            "--lengths=512", "--variants=dense,modernbert", "--repeats=1"],
+        "python benchmarks/encoder_family_throughput.py": [
+            "--batch=1", "--length=16", "--steps=1", "--repeats=1"],
         "python benchmarks/finetune_vs_transformers.py": [
             "--model=tiny-random", "--tasks=sst2", "--rows=16", "--eval_rows=16", "--epochs=1",
             "--batch_size=8", "--max_seq_length=16", "--skip_steps=1", "--log_every=1",
@@ -174,3 +180,30 @@ def test_finetune_vs_transformers_runs_both_sides_on_the_same_rows_and_steps(tmp
   assert results["ours_True"]["packing_efficiency"] >= results["ours_False"]["packing_efficiency"]
   inference = [l for l in table.splitlines() if "pipeline |" in l]
   assert len(inference) == 2 and all(float(l.split(" | ")[2]) > 0 for l in inference), table
+
+
+def test_long_attention_puts_modernbert_beside_dense(tmp_path, capsys):
+  long_attention.main(_readme_args("python benchmarks/long_attention.py")
+                      + TINY["python benchmarks/long_attention.py"] + [f"--out={tmp_path}"])
+  table = (tmp_path / "results.md").read_text()
+  cells = [[c.strip() for c in r.strip("|").split("|")] for r in table.splitlines()
+           if r.startswith("| ") and " | 512 | " in r]
+  rows = {c[0]: c for c in cells}
+  assert set(rows) == {"dense", "modernbert"}, table
+  # Its local layer never forms the [L, L] scores: less peak memory than two dense layers.
+  assert float(rows["modernbert"][7]) < 0.9, table
+  assert (tmp_path / "long_attention.png").stat().st_size > 0
+  assert "Growth exponent" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_encoder_family_throughput_times_train_and_encode_beside_bert(capsys):
+  encoder_family_throughput.main(
+      _readme_args("python benchmarks/encoder_family_throughput.py")
+      + TINY["python benchmarks/encoder_family_throughput.py"])
+  out = capsys.readouterr().out
+  rows = {line.split()[0]: line.split() for line in out.splitlines()
+          if line.startswith(("bert ", "modernbert "))}
+  assert set(rows) == {"bert", "modernbert"}, out
+  for row in rows.values():  # train tokens/s, ms/step, params, encode tokens/s: all measured
+    assert float(row[-4]) > 0 and float(row[-3]) > 0 and float(row[-1]) > 0, out

@@ -105,6 +105,8 @@ RUN_ELSEWHERE = {
     "python benchmarks/profile_step.py": "tests/test_benchmarks.py",
     "python benchmarks/gpu_step.py": "tests/test_benchmarks.py",
     "python benchmarks/finetune_vs_transformers.py": "tests/test_benchmarks.py",
+    "python benchmarks/long_attention.py": "tests/test_benchmarks.py",
+    "python benchmarks/encoder_family_throughput.py": "tests/test_benchmarks.py",
 }
 
 
