@@ -104,8 +104,10 @@ def build_model(architecture: str = gin.REQUIRED, config: str = gin.REQUIRED,
     fields = {f.name: f.type for f in dataclasses.fields(cfg)}
     unknown = sorted(set(overrides) - set(fields))
     if unknown:
+      renames = RENAMED_FIELDS.get(type(cfg).__name__, {})
+      hints = "".join(f" ({k!r} was renamed {renames[k]!r})" for k in unknown if k in renames)
       raise ValueError(f"gin binding build_model.config_overrides: {unknown} are not fields "
-                       f"of {type(cfg).__name__}; known fields: {sorted(fields)}.")
+                       f"of {type(cfg).__name__}{hints}; known fields: {sorted(fields)}.")
     for key, value in overrides.items():
       default = getattr(cfg, key)
       if default is not None and not _accepts(value, type(default)):
@@ -202,3 +204,61 @@ def include_cycle(gin_files: list[str], search: list[str]) -> list[str] | None:
       if cycle:
         return cycle
   return None
+
+
+# ------------------------------------------------------------------ renamed config fields
+# Every family calls its feed-forward activation `hidden_act`, the dropout on its hidden
+# states `hidden_dropout` (for the families with a single rate, the one rate they apply
+# everywhere) and the standard deviation of its normal initializers `initializer_range`.
+# Distinct concepts keep their own names: T5's `initializer_factor` (a multiplier of
+# per-layer scales, not a standard deviation), BART's `activation_dropout`, the task heads'
+# `classifier_activation` / `pooler_hidden_act` / `summary_activation`, BiLSTM's
+# `embedding_init_std`.
+#
+# RENAMED_FIELDS is the one table of the old names: a config a run stored on disk
+# (model.json, model_config.json, a pre-record run's config.gin, a distilled student's
+# metadata.json) is read with them translated, while a gin override that uses one is
+# refused naming the new field.
+RENAMED_FIELDS: dict[str, dict[str, str]] = {  # config class name -> {old name: new name}
+    "GPTConfig": {"activation": "hidden_act", "init_std": "initializer_range"},
+    "BartConfig": {"activation": "hidden_act", "dropout": "hidden_dropout",
+                   "init_std": "initializer_range"},
+    "T5Config": {"activation": "hidden_act", "dropout_rate": "hidden_dropout"},
+    "XLNetConfig": {"dropout": "hidden_dropout"},
+    "ElmoConfig": {"dropout": "hidden_dropout", "init_std": "initializer_range"},
+    "WordTransformerConfig": {"dropout_rate": "hidden_dropout"},
+    "BiLSTMConfig": {"dropout_rate": "hidden_dropout"},
+}
+
+
+def upgrade_fields(config_class: str, fields: dict[str, Any]) -> dict[str, Any]:
+  """A stored config's {field: value} with the old names of `config_class`'s (a class
+  name) fields replaced by the new ones (a field stored under both keeps the new one's)."""
+  renames = RENAMED_FIELDS.get(config_class, {})
+  upgraded = {k: v for k, v in fields.items() if k not in renames}
+  for old, new in renames.items():
+    if old in fields:
+      upgraded.setdefault(new, fields[old])
+  return upgraded
+
+
+def upgrade_flat_fields(flat: dict[str, Any]) -> dict[str, Any]:
+  """{dotted name: value} (checkpoints.model_record.describe) with the renamed fields' old
+  names replaced: the config at prefix `p.` is named by its `p.type` entry."""
+  upgraded = dict(flat)
+  for key, config_class in flat.items():
+    if (key == "type" or key.endswith(".type")) and isinstance(config_class, str):
+      prefix = key[:-len("type")]
+      for old, new in RENAMED_FIELDS.get(config_class, {}).items():
+        if prefix + old in upgraded:
+          upgraded.setdefault(prefix + new, upgraded.pop(prefix + old))
+  return upgraded
+
+
+def stored_overrides(config: str, config_overrides: dict | None) -> dict | None:
+  """A stored run's `build_model.config_overrides` (its config.gin) with the old names of
+  renamed config fields replaced by the new ones."""
+  if not config_overrides:
+    return config_overrides
+  config_class = type(_import(config, "build_model.config")()).__name__
+  return upgrade_fields(config_class, dict(config_overrides))

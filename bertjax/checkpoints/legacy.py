@@ -88,6 +88,9 @@ def run_models(config_text: str, source: str = RUN_CONFIG_FILE) -> list[tuple[st
     args = {k: resolve(v) for k, v in {**bindings.get("", {}), **bindings[scope]}.items()
             if k != "dtype"}
     if "architecture" in args and "config" in args:
+      if "config_overrides" in args:  # written before a config field was renamed?
+        args["config_overrides"] = configurables.stored_overrides(args["config"],
+                                                                  args["config_overrides"])
       models.append((scope, configurables.build_model(**args)))
   if not models:
     raise ValueError(f"{source} binds no build_model.architecture / build_model.config.")

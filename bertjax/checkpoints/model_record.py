@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 import flax.linen as nn
 
+from bertjax import configurables
 from bertjax.checkpoints.integrity import CheckpointError
 
 RECORD_FILE = "model_config.json"
@@ -73,6 +74,7 @@ def read(model_dir: str) -> dict[str, Any] | None:
       record = json.load(f)
     if not isinstance(record.get("model"), dict):
       raise ValueError("no 'model' entry")
+    record["model"] = configurables.upgrade_flat_fields(record["model"])  # written before a rename
     return record
   except (ValueError, AttributeError) as e:
     raise CheckpointError(f"{path} is unreadable ({e}); it records the model this run was "

@@ -38,7 +38,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from bertjax import files
+from bertjax import configurables, files
 from bertjax.checkpoints import encoders, legacy
 from bertjax.checkpoints.model import HFModel
 from bertjax.checkpoints.params import (METADATA_FILE, PARAMS_ITEM, RUN_SUBDIR,
@@ -129,6 +129,7 @@ def _build(class_path: Any, fields: Any, where: str) -> Any:
   if not isinstance(fields, dict):
     raise ValueError(f"{where}: the fields of {class_path} are a {type(fields).__name__}, "
                      "not an object.")
+  fields = configurables.upgrade_fields(cls.__name__, fields)  # a record written before a rename
   known = {f.name for f in dataclasses.fields(cls) if f.init}
   unknown = sorted(set(fields) - known)
   if unknown:

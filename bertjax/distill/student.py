@@ -174,7 +174,7 @@ def _student_config(vocab_size: int, num_labels: int, pair: bool):
     return WordTransformerConfig(vocab_size, num_labels, FLAGS.width, FLAGS.layers, FLAGS.heads,
                                  FLAGS.ffn, FLAGS.max_length, pair, FLAGS.dropout_rate)
   return BiLSTMConfig(vocab_size, num_labels, FLAGS.embedding_size, FLAGS.hidden_size,
-                      FLAGS.mlp_size, FLAGS.pooling, pair=pair, dropout_rate=FLAGS.dropout_rate)
+                      FLAGS.mlp_size, FLAGS.pooling, pair=pair, hidden_dropout=FLAGS.dropout_rate)
 
 
 @dataclasses.dataclass

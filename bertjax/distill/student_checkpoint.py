@@ -18,6 +18,7 @@ import jax
 import numpy as np
 from flax import traverse_util
 
+from bertjax import configurables
 from bertjax.checkpoints import METADATA_FILE, load_params, save_params
 from bertjax.data.word_vocabulary import WordVocabulary
 from bertjax.models.bilstm import BiLSTMClassifier, BiLSTMConfig
@@ -97,7 +98,8 @@ def load_student(directory: str, expect: StudentConfig | None = None) -> Student
     raise ValueError(f"{where} does not describe a student (family "
                      f"{metadata.get('family')!r}, not one of {sorted(FAMILIES)}); give a folder "
                      "written by `python -m bertjax.distill.student --out=DIR`.")
-  config = FAMILIES[metadata["family"]].config(**metadata["config"])
+  config_class = FAMILIES[metadata["family"]].config
+  config = config_class(**configurables.upgrade_fields(config_class.__name__, metadata["config"]))
   if expect is not None and type(expect) is not type(config):
     raise ValueError(f"The student in {directory} is a {metadata['family']} student, not a "
                      f"{family_of(expect)} one.")

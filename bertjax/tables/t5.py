@@ -64,10 +64,10 @@ def _flags(**bindings) -> tuple[str, ...]:
 # T5 v1.0's layout (ReLU, tied embeddings, relative position buckets), no dropout.
 TINY_MODEL = {"hidden_size": 32, "intermediate_size": 64, "num_layers": 1,
               "num_decoder_layers": 1, "num_heads": 2, "head_dim": 16,
-              "vocab_size": 600, "dropout_rate": 0.0}
+              "vocab_size": 600, "hidden_dropout": 0.0}
 CPU_MODEL = {"hidden_size": 128, "intermediate_size": 512, "num_layers": 2,
              "num_decoder_layers": 2, "num_heads": 4, "head_dim": 32,
-             "vocab_size": 4096, "dropout_rate": 0.0}
+             "vocab_size": 4096, "hidden_dropout": 0.0}
 
 TINY_FINETUNE = (_FINETUNE_GIN,) + _flags(**{
     "Trainer.num_train_steps": 2, "Trainer.batch_size": 8, "Trainer.sequence_length": 32,

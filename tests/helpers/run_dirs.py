@@ -18,7 +18,7 @@ def fake_run(model_dir, gin_model: str | tuple[str, ...], steps=(7,),
   """config.gin + one training checkpoint per step whose state holds `params`, with
   random weights (a different draw per step) instead of trained ones: {step: params}.
   `recorded`: with the model record the trainer writes (model.json); without, a run
-  made before the record. `overrides`: more config overrides, e.g. ", 'dropout': 0.0".
+  made before the record. `overrides`: more config overrides, e.g. ", 'hidden_dropout': 0.0".
   `gin_model`: models/<name>.gin, or several names (a variant after its sizes);
   `features`: more int inputs of the model's init (heads built only when given them)."""
   names = (gin_model,) if isinstance(gin_model, str) else gin_model

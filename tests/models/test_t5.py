@@ -58,8 +58,8 @@ def test_relative_buckets_equal_reference():
 def test_untied_v1_1_head_round_trips(tmp_path):
   """Our v1.1 keeps its own output projection; transformers loads it untied."""
   config = t5.T5Config(vocab_size=50, hidden_size=16, head_dim=4, intermediate_size=24,
-                       num_layers=2, num_decoder_layers=2, num_heads=2, activation="gelu_new",
-                       gated=True, tie_word_embeddings=False, dropout_rate=0.0)
+                       num_layers=2, num_decoder_layers=2, num_heads=2, hidden_act="gelu_new",
+                       gated=True, tie_word_embeddings=False, hidden_dropout=0.0)
   module = t5.T5ForConditionalGeneration(config)
   ids = jnp.ones((1, 6), jnp.int32)
   params = nn.unbox(jax.jit(module.init)(jax.random.PRNGKey(0), ids, ids)["params"])

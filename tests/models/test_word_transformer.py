@@ -9,7 +9,7 @@ from bertjax.distill import student_checkpoint
 from bertjax.models.word_transformer import WordTransformerClassifier, WordTransformerConfig
 
 CONFIG = dict(vocab_size=30, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
-              max_length=8, dropout_rate=0.0)
+              max_length=8, hidden_dropout=0.0)
 
 
 def _apply(config, ids):

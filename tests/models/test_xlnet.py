@@ -97,7 +97,7 @@ def paper_example(first_word: str) -> dict:
 
 
 def test_paper_example_york_depends_on_new_unlike_bert():
-  cfg = xlnet.xlnet_tiny(vocab_size=20, dropout=0.0)
+  cfg = xlnet.xlnet_tiny(vocab_size=20, hidden_dropout=0.0)
   model = xlnet.XLNetLMHeadModel(cfg)
   params = jax.jit(lambda k: model.init(k, **paper_example("New"))["params"])(
       jax.random.PRNGKey(0))
@@ -129,7 +129,7 @@ def test_paper_example_york_depends_on_new_unlike_bert():
 def test_memory_equals_concatenated_context(two_streams):
   """Segment 2 read with segment 1's memory == the concatenation [1; 2] in which
   segment 1 cannot see segment 2 (content and query streams)."""
-  cfg = xlnet.xlnet_tiny(vocab_size=30, dropout=0.0, mem_len=0)
+  cfg = xlnet.xlnet_tiny(vocab_size=30, hidden_dropout=0.0, mem_len=0)
   model = xlnet.XLNetLMHeadModel(cfg)
   rng = np.random.default_rng(0)
   l1, l2 = 6, 5
@@ -164,7 +164,7 @@ def test_memory_equals_concatenated_context(two_streams):
 
 
 def test_memory_is_truncated_and_not_differentiated():
-  cfg = xlnet.xlnet_tiny(vocab_size=30, mem_len=4, reuse_len=3, dropout=0.0)
+  cfg = xlnet.xlnet_tiny(vocab_size=30, mem_len=4, reuse_len=3, hidden_dropout=0.0)
   model = xlnet.XLNetModel(cfg)
   ids = jnp.ones((1, 6), jnp.int32)
   params = model.init(jax.random.PRNGKey(0), ids)["params"]

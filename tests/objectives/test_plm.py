@@ -85,7 +85,7 @@ def _setup(cfg, batch_size=4, length=12, num_microbatches=1):
 
 
 def test_train_step_carries_memory_and_microbatches_keep_rows():
-  cfg = xlnet.xlnet_tiny(vocab_size=VOCAB, dropout=0.0, mem_len=6, reuse_len=5)
+  cfg = xlnet.xlnet_tiny(vocab_size=VOCAB, hidden_dropout=0.0, mem_len=6, reuse_len=5)
   model, objective, batch, state, step = _setup(cfg)
   assert train_step.carries_state(objective)
   carry = objective.initial_carry(model, 4)

@@ -71,7 +71,7 @@ def test_memory_over_three_train_steps_equals_the_concatenated_text(tmp_path):
   # Two layers and mem_len = R: step 3's memory (context 2, with context 1 behind it at
   # the second layer) holds no trace of step 1's zero memory, so it must equal the
   # concatenation exactly.
-  cfg = xlnet.xlnet_tiny(vocab_size=streams_lib.VOCAB_SIZE, dropout=0.0, mem_len=R,
+  cfg = xlnet.xlnet_tiny(vocab_size=streams_lib.VOCAB_SIZE, hidden_dropout=0.0, mem_len=R,
                          reuse_len=R, initializer_range=0.2)  # weights that use the memory
   model, objective = xlnet.XLNetLMHeadModel(cfg), plm.PermutationLM()
   init = train_state.init_params_fn(model, b0, objective.model_inputs)

@@ -36,7 +36,7 @@ def sst2_files(tmp_path, monkeypatch):
 def _tiny_t5(vocab):
   cfg = t5.T5Config(vocab_size=vocab.vocab_size, hidden_size=16, head_dim=8,
                     intermediate_size=32, num_layers=1, num_decoder_layers=1, num_heads=2,
-                    dropout_rate=0.0)
+                    hidden_dropout=0.0)
   return t5.T5ForConditionalGeneration(cfg)
 
 

@@ -31,13 +31,13 @@ class BartConfig:
   decoder_heads: int = 16
   encoder_ffn_size: int = 4096
   decoder_ffn_size: int = 4096
-  activation: str = "gelu"
-  dropout: float = 0.1
+  hidden_act: str = "gelu"
+  hidden_dropout: float = 0.1        # transformers' dropout
   attention_dropout: float = 0.0
   activation_dropout: float = 0.0
   max_position_embeddings: int = 1024
   layer_norm_eps: float = 1e-5
-  init_std: float = 0.02
+  initializer_range: float = 0.02
   scale_embedding: bool = False       # multiply token embeddings by sqrt(d_model)
   pad_token_id: int = 1
   bos_token_id: int = 0
@@ -56,7 +56,7 @@ class BartConfig:
       if self.hidden_size % heads:
         raise ValueError(f"hidden_size={self.hidden_size} is not a multiple of "
                          f"{side}_heads={heads}.")
-    activations.get_activation(self.activation)
+    activations.get_activation(self.hidden_act)
 
   @property
   def num_layers(self) -> int:  # what generic tooling (e.g. the HF bridge) counts
@@ -99,18 +99,19 @@ class BartLayer(nn.Module):
 
     def attend(name, q, kv, m, decode=False, cache_cross_kv=False):
       return attention.MultiHeadAttention(heads, cfg.hidden_size // heads, cfg.attention_dropout,
-                                          init_std=cfg.init_std, dtype=dtype, decode=decode,
-                                          cache_cross_kv=cache_cross_kv,
+                                          init_std=cfg.initializer_range, dtype=dtype,
+                                          decode=decode, cache_cross_kv=cache_cross_kv,
                                           name=name)(q, kv, mask=m, deterministic=det)
 
-    drop = nn.Dropout(cfg.dropout)
+    drop = nn.Dropout(cfg.hidden_dropout)
     x = norms.LayerNorm(cfg.layer_norm_eps, dtype, name="self_attention_norm")(
         x + drop(attend("self_attention", x, None, mask, self.decode), deterministic=det))
     if self.is_decoder:
       x = norms.LayerNorm(cfg.layer_norm_eps, dtype, name="cross_attention_norm")(
           x + drop(attend("cross_attention", x, encoded, cross_mask, cache_cross_kv=self.decode),
                    deterministic=det))
-    h = ffn.MlpBlock(ffn_size, cfg.activation, cfg.dropout, init_std=cfg.init_std, dtype=dtype,
+    h = ffn.MlpBlock(ffn_size, cfg.hidden_act, cfg.hidden_dropout,
+                     init_std=cfg.initializer_range, dtype=dtype,
                      intermediate_dropout=True, intermediate_dropout_rate=cfg.activation_dropout,
                      name="mlp")(x, deterministic=det)
     x = norms.LayerNorm(cfg.layer_norm_eps, dtype, name="mlp_norm")(x + h)
@@ -140,10 +141,11 @@ class BartStack(nn.Module):
         embeddings.check_length(input_ids.shape[1], cfg.max_position_embeddings, "input_ids")
       position_ids = jnp.broadcast_to(start + jnp.arange(input_ids.shape[1]), input_ids.shape)
     positions = embeddings.Embed(cfg.max_position_embeddings + POSITION_OFFSET, cfg.hidden_size,
-                                 (None, "embed"), cfg.init_std, dtype, name="position_embeddings")
+                                 (None, "embed"), cfg.initializer_range, dtype,
+                                 name="position_embeddings")
     x = x + positions(position_ids + POSITION_OFFSET)
     x = norms.LayerNorm(cfg.layer_norm_eps, dtype, name="embedding_norm")(x)
-    x = nn.Dropout(cfg.dropout)(x, deterministic=deterministic)
+    x = nn.Dropout(cfg.hidden_dropout)(x, deterministic=deterministic)
 
     layer_cls = nn.remat(BartLayer, prevent_cse=False) if cfg.remat else BartLayer
     args = (x, mask, encoded, cross_mask) if self.is_decoder else (x, mask)
@@ -170,7 +172,7 @@ class BartModel(nn.Module):
   def setup(self):
     cfg = self.config
     self.shared = embeddings.Embed(cfg.vocab_size, cfg.hidden_size, ("vocab", "embed"),
-                                   cfg.init_std, jnp.dtype(cfg.dtype))
+                                   cfg.initializer_range, jnp.dtype(cfg.dtype))
     self.encoder = BartStack(cfg, is_decoder=False)
     self.decoder = BartStack(cfg, is_decoder=True)
 

@@ -33,7 +33,7 @@ class BiLSTMConfig:
   mlp_size: int = 200      # the ReLU layer before the logits
   pooling: str = "max"     # 'max': max over words; 'final': [h_fwd(last word); h_bwd(first)]
   pair: bool = False       # siamese sentence-pair classifier
-  dropout_rate: float = 0.1
+  hidden_dropout: float = 0.1
   embedding_init_std: float = 0.1
 
   def __post_init__(self):
@@ -105,9 +105,9 @@ class BiLSTMClassifier(nn.Module):
       features = jnp.concatenate([h1, h2, h1 * h2, jnp.abs(h1 - h2)], -1)
     else:
       sentence = features = encoder(input_ids, mask, deterministic=deterministic)["sentence"]
-    features = nn.Dropout(cfg.dropout_rate)(features, deterministic=deterministic)
+    features = nn.Dropout(cfg.hidden_dropout)(features, deterministic=deterministic)
     hidden = nn.relu(_dense(cfg.mlp_size, ("lstm_features", "mlp"), "hidden")(features))
-    hidden = nn.Dropout(cfg.dropout_rate)(hidden, deterministic=deterministic)
+    hidden = nn.Dropout(cfg.hidden_dropout)(hidden, deterministic=deterministic)
     logits = _dense(cfg.num_labels, ("mlp", None), "logits")(hidden)
     return {"logits": logits, "sentence": sentence}
 

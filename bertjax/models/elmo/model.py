@@ -47,8 +47,8 @@ class ElmoConfig:
   num_layers: int = 2
   cell_clip: Optional[float] = 3.0
   proj_clip: Optional[float] = 3.0
-  dropout: float = 0.1
-  init_std: float = 0.02
+  hidden_dropout: float = 0.1
+  initializer_range: float = 0.02
   dtype: str = "float32"  # compute dtype; parameters are always float32
 
   def __post_init__(self):
@@ -90,7 +90,7 @@ def elmo_small(**overrides) -> ElmoConfig:
 def elmo_tiny(**overrides) -> ElmoConfig:
   """For tests: 3 small filter widths, 64 cells -> 16, a 100-word softmax."""
   values = dict(vocab_size=100, char_embed_dim=4, filters=((1, 4), (2, 4), (3, 8)),
-                projection_dim=16, cell_size=64, dropout=0.0)
+                projection_dim=16, cell_size=64, hidden_dropout=0.0)
   return ElmoConfig(**{**values, **overrides})
 
 
@@ -117,24 +117,24 @@ class ElmoBiLM(nn.Module):
     dtype = jnp.dtype(cfg.dtype)
     mask = (char_ids > 0).any(-1) if attention_mask is None else attention_mask.astype(bool)
     words = CharacterEncoder(cfg.char_vocab_size, cfg.char_embed_dim, cfg.filters,
-                             cfg.num_highway, cfg.projection_dim, cfg.init_std, dtype,
+                             cfg.num_highway, cfg.projection_dim, cfg.initializer_range, dtype,
                              name="characters")(char_ids)
     words = jnp.where(mask[..., None], words, 0.0)
-    dropped = nn.Dropout(cfg.dropout)(words, deterministic=deterministic)
+    dropped = nn.Dropout(cfg.hidden_dropout)(words, deterministic=deterministic)
     layers = BiLstmStack(cfg.num_layers, cfg.cell_size, cfg.projection_dim, cfg.cell_clip,
-                         cfg.proj_clip, cfg.dropout, cfg.init_std, dtype,
+                         cfg.proj_clip, cfg.hidden_dropout, cfg.initializer_range, dtype,
                          name="lstm")(dropped, mask, deterministic=deterministic)
     states = [jnp.concatenate([words, words], -1)] + [jnp.concatenate(l, -1) for l in layers]
     outputs = {"hidden_states": jnp.stack(states), "attention_mask": mask.astype(jnp.int32)}
     if with_logits:
       softmax = self.param("softmax_kernel", nn.with_logical_partitioning(
-          nn.initializers.normal(cfg.init_std), ("embed", "vocab")),
+          nn.initializers.normal(cfg.initializer_range), ("embed", "vocab")),
                            (cfg.projection_dim, cfg.vocab_size), jnp.float32).astype(dtype)
       bias = self.param("softmax_bias", nn.with_logical_partitioning(
           nn.initializers.zeros, ("vocab",)), (cfg.vocab_size,), jnp.float32).astype(dtype)
       top_forward, top_backward = layers[-1]
       for name, top in (("forward_logits", top_forward), ("backward_logits", top_backward)):
-        top = nn.Dropout(cfg.dropout)(top, deterministic=deterministic)
+        top = nn.Dropout(cfg.hidden_dropout)(top, deterministic=deterministic)
         logits = jnp.einsum("blp,pv->blv", top, softmax) + bias
         outputs[name] = nn.with_logical_constraint(logits, ("batch", "length", "vocab"))
     return outputs

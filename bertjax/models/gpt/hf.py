@@ -98,7 +98,7 @@ def _shared_fields(vocab_size: int, positions: int, special_token: int | None):
       Field("n_positions", "max_position_embeddings", default=positions),
       Field("resid_pdrop", "hidden_dropout"), Field("embd_pdrop", "embedding_dropout"),
       Field("attn_pdrop", "attention_dropout"), Field("layer_norm_epsilon", "layer_norm_eps"),
-      Field("initializer_range", "init_std"),
+      *same("initializer_range"),
       Field("bos_token_id", "bos_token_id", default=special_token),
       Field("eos_token_id", "eos_token_id", default=special_token), *same("pad_token_id"))
 
@@ -107,7 +107,7 @@ GPT2_CONFIG_MAP = ConfigMap(
     "GPT-2",
     _shared_fields(50257, 1024, 50256)
     + (Field("n_inner", "intermediate_size", read=False),
-       Field("activation_function", "activation")),
+       Field("activation_function", "hidden_act")),
     checked={"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
              "reorder_and_upcast_attn": False, "add_cross_attention": False},
     hf_only={"tie_word_embeddings": True}, labels=False)
@@ -127,7 +127,7 @@ def _openai_activation(afn: str) -> str:
 OPENAI_CONFIG_MAP = ConfigMap(
     "OpenAI GPT",
     _shared_fields(40478, 512, None)
-    + (Field("afn", "activation", to_hf=_OPENAI_AFN.get, from_hf=_openai_activation,
+    + (Field("afn", "hidden_act", to_hf=_OPENAI_AFN.get, from_hf=_openai_activation,
              default="gelu"),),
     hf_only={"tie_word_embeddings": True}, labels=False)
 
@@ -168,7 +168,7 @@ class OpenAIGPTFamily(_GPTFamily):
                          pre_norm=False)
 
   def config_to_hf(self, config: gpt.GPTConfig, architecture: str) -> dict:
-    if (config.pre_norm or config.activation not in _OPENAI_AFN
+    if (config.pre_norm or config.hidden_act not in _OPENAI_AFN
         or config.intermediate_size != 4 * config.hidden_size):
       raise ValueError("OpenAI GPT is post-LN with a 4x feed-forward and afn in "
                        f"{sorted(_OPENAI_ACTIVATIONS)}; this GPTConfig is not: {config}.")

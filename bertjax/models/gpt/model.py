@@ -26,7 +26,7 @@ class GPTConfig:
   num_heads: int = 12
   intermediate_size: int = 3072
   max_position_embeddings: int = 1024
-  activation: str = "gelu_new"
+  hidden_act: str = "gelu_new"
   hidden_dropout: float = 0.1       # resid_pdrop
   embedding_dropout: float = 0.1    # embd_pdrop
   attention_dropout: float = 0.1    # attn_pdrop
@@ -36,7 +36,7 @@ class GPTConfig:
   # for tables whose encoders are rotary; transformers' GPT classes have none).
   position_embedding: str = "absolute"
   rotary_base: float = 10000.0
-  init_std: float = 0.02
+  initializer_range: float = 0.02
   bos_token_id: Optional[int] = 50256
   eos_token_id: Optional[int] = 50256
   pad_token_id: Optional[int] = None
@@ -54,7 +54,7 @@ class GPTConfig:
     if self.hidden_size % self.num_heads:
       raise ValueError(f"hidden_size={self.hidden_size} is not a multiple of "
                        f"num_heads={self.num_heads}.")
-    activations.get_activation(self.activation)
+    activations.get_activation(self.hidden_act)
     positions.check(self)
 
   @property
@@ -100,7 +100,7 @@ def gpt2_xl(**overrides) -> GPTConfig:
 
 def ltr_base(**overrides) -> GPTConfig:
   """BERT Table 5's "LTR & No NSP": BERT-base's size and vocabulary, left-to-right."""
-  values = dict(vocab_size=30522, max_position_embeddings=512, activation="gelu",
+  values = dict(vocab_size=30522, max_position_embeddings=512, hidden_act="gelu",
                 layer_norm_eps=1e-12, pre_norm=False, bos_token_id=None, eos_token_id=None)
   return GPTConfig(**{**values, **overrides})
 
@@ -121,15 +121,15 @@ class GPTModel(nn.Module):
     cfg = self.config
     dtype = jnp.dtype(cfg.dtype)
     self.token_embeddings = embeddings.Embed(cfg.vocab_size, cfg.hidden_size, ("vocab", "embed"),
-                                             cfg.init_std, dtype)
+                                             cfg.initializer_range, dtype)
     if not positions.is_rotary(cfg):
       self.position_embeddings = embeddings.Embed(cfg.max_position_embeddings, cfg.hidden_size,
-                                                  (None, "embed"), cfg.init_std, dtype)
+                                                  (None, "embed"), cfg.initializer_range, dtype)
     self.embedding_dropout = nn.Dropout(cfg.embedding_dropout)
     self.decoder = transformer.TransformerStack(
-        cfg.num_layers, cfg.num_heads, cfg.head_dim, cfg.intermediate_size, cfg.activation,
+        cfg.num_layers, cfg.num_heads, cfg.head_dim, cfg.intermediate_size, cfg.hidden_act,
         cfg.hidden_dropout, cfg.attention_dropout, cfg.layer_norm_eps, pre_norm=cfg.pre_norm,
-        init_std=cfg.init_std, dtype=dtype, remat=cfg.remat,
+        init_std=cfg.initializer_range, dtype=dtype, remat=cfg.remat,
         scan_unroll=cfg.scan_unroll, rotary_base=positions.rotary_base(cfg))
     if cfg.pre_norm:
       self.final_norm = norms.LayerNorm(cfg.layer_norm_eps, dtype)

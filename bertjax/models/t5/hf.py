@@ -20,7 +20,7 @@ CONFIG_MAP = ConfigMap(
      Field("num_decoder_layers", "num_decoder_layers", read=False),
      Field("relative_attention_num_buckets", "relative_buckets"),
      Field("relative_attention_max_distance", "relative_max_distance"),
-     *same("dropout_rate"), Field("layer_norm_epsilon", "layer_norm_eps"),
+     Field("dropout_rate", "hidden_dropout"), Field("layer_norm_epsilon", "layer_norm_eps"),
      *same("tie_word_embeddings"),
      Field("scale_decoder_outputs", "scales_decoder_outputs", read=False),
      *same("initializer_factor", "pad_token_id", "eos_token_id", "decoder_start_token_id")),
@@ -74,7 +74,7 @@ class T5Family(Seq2SeqFamily):
   ignored_keys = (r"(encoder|decoder)\.embed_tokens\.weight", r"lm_head\.weight",
                   r"decoder\.block\.0\.layer\.1\.EncDecAttention\.relative_attention_bias\.weight")
 
-  # feed_forward_proj ('relu', 'gated-gelu', ...) <-> activation and gated; a missing (or
+  # feed_forward_proj ('relu', 'gated-gelu', ...) <-> hidden_act and gated; a missing (or
   # null) num_decoder_layers is num_layers, a missing scale_decoder_outputs follows the tying.
   def config_from_hf(self, hf: Mapping[str, Any]) -> t5.T5Config:
     projection = hf.get("feed_forward_proj", "relu")
@@ -85,16 +85,16 @@ class T5Family(Seq2SeqFamily):
     values = self.config_map.read(hf)
     tie = values.get("tie_word_embeddings", True)
     return t5.T5Config(
-        **values, activation="gelu_new" if projection == "gated-gelu" else parts[-1],
+        **values, hidden_act="gelu_new" if projection == "gated-gelu" else parts[-1],
         gated=len(parts) == 2,
         num_decoder_layers=hf.get("num_decoder_layers") or values.get("num_layers", 6),
         scale_decoder_outputs=hf.get("scale_decoder_outputs", tie))
 
   def config_to_hf(self, config: t5.T5Config, architecture: str) -> dict:
     if config.gated:
-      projection = "gated-gelu" if config.activation == "gelu_new" else f"gated-{config.activation}"
+      projection = "gated-gelu" if config.hidden_act == "gelu_new" else f"gated-{config.hidden_act}"
     else:
-      projection = config.activation
+      projection = config.hidden_act
     return {**super().config_to_hf(config, architecture), "feed_forward_proj": projection}
 
   def make_module(self, architecture: str, config: t5.T5Config):

@@ -33,15 +33,15 @@ class T5Config:
   num_heads: int = 8
   relative_buckets: int = 32
   relative_max_distance: int = 128
-  dropout_rate: float = 0.1
+  hidden_dropout: float = 0.1     # dropout_rate: every sublayer's, attention weights too
   layer_norm_eps: float = 1e-6
-  activation: str = "relu"
+  hidden_act: str = "relu"
   gated: bool = False             # v1.1: gated-GELU
   tie_word_embeddings: bool = True
   # Scale the decoder output by hidden_size^-0.5 before the vocabulary projection
   # (v1.0, whose projection is the embedding); None follows tie_word_embeddings.
   scale_decoder_outputs: Optional[bool] = None
-  initializer_factor: float = 1.0
+  initializer_factor: float = 1.0  # multiplies each layer's init scale (not a std)
   pad_token_id: int = 0
   eos_token_id: int = 1
   decoder_start_token_id: int = 0
@@ -67,8 +67,8 @@ def _v1_0(hidden: int, ff: int, layers: int, heads: int, **overrides) -> T5Confi
 
 def _v1_1(hidden: int, ff: int, layers: int, heads: int, **overrides) -> T5Config:
   values = dict(hidden_size=hidden, intermediate_size=ff, num_layers=layers,
-                num_decoder_layers=layers, num_heads=heads, head_dim=64, activation="gelu_new",
-                gated=True, tie_word_embeddings=False, dropout_rate=0.0)
+                num_decoder_layers=layers, num_heads=heads, head_dim=64, hidden_act="gelu_new",
+                gated=True, tie_word_embeddings=False, hidden_dropout=0.0)
   return T5Config(**{**values, **overrides})
 
 
@@ -112,13 +112,13 @@ SIZES = {"small": t5_small, "base": t5_base, "large": t5_large,
 def _attention(cfg: T5Config, name: str, decode: bool = False,
                cache_cross_kv: bool = False) -> attention.MultiHeadAttention:
   return attention.MultiHeadAttention(
-      cfg.num_heads, cfg.head_dim, cfg.dropout_rate, use_bias=False, scale_logits=False,
+      cfg.num_heads, cfg.head_dim, cfg.hidden_dropout, use_bias=False, scale_logits=False,
       init_std=cfg.initializer_factor * cfg.hidden_size ** -0.5, dtype=jnp.dtype(cfg.dtype),
       decode=decode, cache_cross_kv=cache_cross_kv, name=name)
 
 
 def _mlp(cfg: T5Config) -> ffn.MlpBlock:
-  return ffn.MlpBlock(cfg.intermediate_size, cfg.activation, cfg.dropout_rate, use_bias=False,
+  return ffn.MlpBlock(cfg.intermediate_size, cfg.hidden_act, cfg.hidden_dropout, use_bias=False,
                       init_std=cfg.initializer_factor * cfg.hidden_size ** -0.5,
                       dtype=jnp.dtype(cfg.dtype), intermediate_dropout=True, gated=cfg.gated,
                       name="mlp")
@@ -137,7 +137,7 @@ class T5EncoderLayer(nn.Module):
   @nn.compact
   def __call__(self, x, mask, bias):
     cfg, det = self.config, self.deterministic
-    drop = nn.Dropout(cfg.dropout_rate)
+    drop = nn.Dropout(cfg.hidden_dropout)
     h = _attention(cfg, "self_attention")(_norm(cfg, "self_attention_norm")(x), mask=mask,
                                           bias=bias, deterministic=det)
     x = x + drop(h, deterministic=det)
@@ -156,7 +156,7 @@ class T5DecoderLayer(nn.Module):
   @nn.compact
   def __call__(self, x, mask, bias, encoded, cross_mask):
     cfg, det = self.config, self.deterministic
-    drop = nn.Dropout(cfg.dropout_rate)
+    drop = nn.Dropout(cfg.hidden_dropout)
     h = _attention(cfg, "self_attention", self.decode)(
         _norm(cfg, "self_attention_norm")(x), mask=mask, bias=bias, deterministic=det)
     x = x + drop(h, deterministic=det)
@@ -180,7 +180,7 @@ class T5Stack(nn.Module):
   def __call__(self, x, mask, encoded=None, cross_mask=None, *, deterministic: bool = True,
                decode: bool = False, output_hidden_states: bool = False):
     cfg = self.config
-    drop = nn.Dropout(cfg.dropout_rate)
+    drop = nn.Dropout(cfg.hidden_dropout)
     x = drop(x, deterministic=deterministic)
     relpos = t5_relative.RelativePositionBias(
         cfg.num_heads, cfg.relative_buckets, cfg.relative_max_distance,

@@ -34,7 +34,7 @@ class WordTransformerConfig:
   intermediate_size: int = 1024
   max_length: int = 64     # words per sentence (a pair: per side)
   pair: bool = False
-  dropout_rate: float = 0.1
+  hidden_dropout: float = 0.1  # the attention weights' too
 
   def __post_init__(self):
     for name in ("vocab_size", "num_labels", "hidden_size", "num_layers", "num_heads",
@@ -49,7 +49,7 @@ class WordTransformerConfig:
     return BertConfig(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
                       num_layers=self.num_layers, num_heads=self.num_heads,
                       intermediate_size=self.intermediate_size,
-                      hidden_dropout=self.dropout_rate, attention_dropout=self.dropout_rate,
+                      hidden_dropout=self.hidden_dropout, attention_dropout=self.hidden_dropout,
                       max_position_embeddings=self.max_length * (2 if self.pair else 1))
 
 
@@ -75,7 +75,7 @@ class WordTransformerClassifier(nn.Module):
         deterministic=deterministic)["last_hidden_state"]
     real = mask.astype(states.dtype)[..., None]
     sentence = (states * real).sum(1) / jnp.maximum(real.sum(1), 1.0)
-    features = nn.Dropout(cfg.dropout_rate)(sentence, deterministic=deterministic)
+    features = nn.Dropout(cfg.hidden_dropout)(sentence, deterministic=deterministic)
     logits = nn.Dense(cfg.num_labels, name="logits",
                       kernel_init=nn.with_logical_partitioning(
                           nn.initializers.normal(0.02), ("embed", None)))(features)

@@ -37,7 +37,7 @@ class XLNetConfig:
   num_heads: int = 16
   intermediate_size: int = 4096
   hidden_act: str = "gelu"
-  dropout: float = 0.1
+  hidden_dropout: float = 0.1  # dropout: every sublayer's, attention weights too
   layer_norm_eps: float = 1e-12
   initializer_range: float = 0.02
   attn_type: str = "bi"        # 'bi' (XLNet) or 'uni' (causal, Transformer-XL)
@@ -110,10 +110,10 @@ class XLNetLayer(nn.Module):
     dtype = jnp.dtype(cfg.dtype)
     h, g = streams
     h, g = two_stream.TwoStreamRelativeAttention(
-        cfg.num_heads, cfg.head_dim, cfg.dropout, cfg.layer_norm_eps, cfg.initializer_range,
+        cfg.num_heads, cfg.head_dim, cfg.hidden_dropout, cfg.layer_norm_eps, cfg.initializer_range,
         dtype, name="attention")(h, g, memory, pos_emb, seg_diff, mask_h, mask_g,
                                  target_mapping, deterministic=self.deterministic)
-    mlp = ffn.MlpBlock(cfg.intermediate_size, cfg.hidden_act, cfg.dropout,
+    mlp = ffn.MlpBlock(cfg.intermediate_size, cfg.hidden_act, cfg.hidden_dropout,
                        init_std=cfg.initializer_range, dtype=dtype, intermediate_dropout=True,
                        name="mlp")
     mlp_norm = norms.LayerNorm(cfg.layer_norm_eps, dtype, name="mlp_norm")
@@ -180,7 +180,7 @@ class XLNetModel(nn.Module):
     dtype = jnp.dtype(cfg.dtype)
     batch, qlen = input_ids.shape
     mlen = 0 if mems is None else mems.shape[2]
-    dropout = nn.Dropout(cfg.dropout)
+    dropout = nn.Dropout(cfg.hidden_dropout)
     word_embeddings = embeddings.Embed(cfg.vocab_size, cfg.hidden_size, ("vocab", "embed"),
                                        cfg.initializer_range, dtype, name="word_embeddings")
     h = dropout(word_embeddings(input_ids), deterministic=deterministic)
