@@ -61,8 +61,8 @@ def build(variant: str, max_length: int):
   return model, bert.init_params(model, jax.random.PRNGKey(0), length=8)
 
 
-def _peak_bytes(fn, *args) -> int:
-  stats = fn.lower(*args).compile().memory_analysis()
+def _peak_bytes(compiled) -> int:
+  stats = compiled.memory_analysis()
   return int(stats.argument_size_in_bytes + stats.output_size_in_bytes
              + stats.temp_size_in_bytes)
 
@@ -74,27 +74,30 @@ def _seconds(fn, *args) -> float:
 
 
 def prepare(variant: str, length: int, max_length: int) -> dict:
-  """The variant's jitted forward and train step at `length`, compiled and warmed up, with
-  the train step's peak memory."""
+  """The variant's forward and train step at `length`, each compiled once and warmed up,
+  with the train step's peak memory."""
   model, params = build(variant, max_length)
   ids = jax.random.randint(jax.random.PRNGKey(1), (1, length), 1, 128)
   mask = jnp.ones((1, length), jnp.int32)
-  forward = jax.jit(lambda p, i, m: model.apply({"params": p}, i, m)["last_hidden_state"])
+  args = (params, ids, mask)
+
+  def forward(p, i, m):
+    return model.apply({"params": p}, i, m)["last_hidden_state"]
 
   def loss(p, i, m):
-    return jnp.mean(model.apply({"params": p}, i, m)["last_hidden_state"] ** 2)
+    return jnp.mean(forward(p, i, m) ** 2)
 
-  @jax.jit
   def train_step(p, i, m):
     grads = jax.grad(loss)(p, i, m)
     return jax.tree_util.tree_map(lambda w, g: w - 1e-3 * g, p, grads)
 
-  args = (params, ids, mask)
-  for fn in (forward, train_step):
-    jax.block_until_ready(fn(*args))  # compile + warm up
-  return {"forward": lambda: _seconds(forward, *args),
-          "train": lambda: _seconds(train_step, *args),
-          "train_mb": _peak_bytes(train_step, *args) / 2**20}
+  compiled = {name: jax.jit(fn).lower(*args).compile()
+              for name, fn in (("forward", forward), ("train", train_step))}
+  for fn in compiled.values():
+    jax.block_until_ready(fn(*args))  # warm up
+  return {"forward": lambda: _seconds(compiled["forward"], *args),
+          "train": lambda: _seconds(compiled["train"], *args),
+          "train_mb": _peak_bytes(compiled["train"]) / 2**20}
 
 
 def measure_length(variants: list[str], length: int, max_length: int, repeats: int) -> dict:

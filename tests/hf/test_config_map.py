@@ -4,7 +4,7 @@ import dataclasses
 import pytest
 
 from bertjax.hf import registry
-from bertjax.hf.config_map import ConfigMap, Field, same
+from bertjax.hf.config_map import ConfigMap, Field
 from bertjax.layers.long_attention import sparse
 
 # Every encoder field config.json carries, away from its default (BERT-style key names).
