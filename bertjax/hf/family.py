@@ -8,7 +8,7 @@ import jax.numpy as jnp
 
 from bertjax.hf import tasks
 from bertjax.hf.config_map import ConfigMap
-from bertjax.hf.mapping import Rule
+from bertjax.hf.mapping import Rule, linear
 
 
 class Family(abc.ABC):
@@ -81,7 +81,7 @@ class Family(abc.ABC):
 
   def pooler_rules(self, hf: str, ours: str) -> list[Rule]:
     """The encoder's pooler (a dense layer), below the two prefixes."""
-    return tasks.linear(f"{hf}{self.pooler_layer}", f"{ours}pooler")
+    return linear(f"{hf}{self.pooler_layer}", f"{ours}pooler")
 
   def task_rules(self, kind: str, config: Any) -> list[Rule]:
     """A task class's table: the encoder (with its pooler for `pooled_kinds`) and the head."""

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from bertjax.models.bert.hf import BertFamily, ENCODER_FIELDS
 from bertjax.hf import tasks
 from bertjax.hf.config_map import ConfigMap, same
-from bertjax.hf.mapping import Rule
+from bertjax.hf.mapping import Rule, layer_norm, linear
 from bertjax.layers.long_attention import sparse
 from bertjax.models import bigbird
 from bertjax.models.bigbird import tasks as bigbird_tasks
@@ -91,8 +91,7 @@ class BigBirdFamily(BertFamily):
 
 def question_answering_head_rules(hf: str = "qa_classifier.", ours: str = "head/") -> list[Rule]:
   """BigBirdForQuestionAnsweringHead: a feed-forward block and LayerNorm before qa_outputs."""
-  return (tasks.linear(f"{hf}intermediate.dense", f"{ours}mlp/intermediate")
-          + tasks.linear(f"{hf}output.dense", f"{ours}mlp/output")
-          + [Rule(f"{hf}output.LayerNorm.weight", f"{ours}mlp_norm/scale"),
-             Rule(f"{hf}output.LayerNorm.bias", f"{ours}mlp_norm/bias")]
-          + tasks.linear(f"{hf}qa_outputs", f"{ours}out"))
+  return (linear(f"{hf}intermediate.dense", f"{ours}mlp/intermediate")
+          + linear(f"{hf}output.dense", f"{ours}mlp/output")
+          + layer_norm(f"{hf}output.LayerNorm", f"{ours}mlp_norm")
+          + linear(f"{hf}qa_outputs", f"{ours}out"))

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from bertjax.hf import tasks
 from bertjax.hf.config_map import same
-from bertjax.hf.mapping import Rule
+from bertjax.hf.mapping import Rule, qkv_projections
 from bertjax.models.roberta.hf import RobertaFamily, lm_head_rules
 from bertjax.layers.long_attention import sparse
 from bertjax.models import longformer
@@ -23,11 +23,9 @@ CONFIG_MAP = dataclasses.replace(RobertaFamily.config_map, model="Longformer",
 
 
 def global_projection_rules(hf: str, ours: str) -> list[Rule]:
-  layer = f"{hf}encoder.layer.{{layer}}.attention.self."
-  stack = f"{ours}encoder/layers/attention/"
-  return [r for name in ("query_global", "key_global", "value_global") for r in (
-      Rule(f"{layer}{name}.weight", f"{stack}{name}/kernel", "linear"),
-      Rule(f"{layer}{name}.bias", f"{stack}{name}/bias", "bias"))]
+  names = {f"{name}_global": f"{name}_global" for name in ("query", "key", "value")}
+  return qkv_projections(f"{hf}encoder.layer.{{layer}}.attention.self.",
+                         f"{ours}encoder/layers/attention/", names)
 
 
 class LongformerFamily(RobertaFamily):

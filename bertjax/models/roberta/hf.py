@@ -7,7 +7,7 @@ one; only the heads' tensor names and the module classes differ.
 import dataclasses
 
 from bertjax.hf import tasks
-from bertjax.models.bert.hf import BertFamily
+from bertjax.models.bert.hf import BertFamily, lm_transform_rules
 from bertjax.hf.mapping import Rule
 from bertjax.models import roberta
 from bertjax.models.roberta import tasks as roberta_tasks
@@ -26,11 +26,7 @@ CONFIG_MAP = dataclasses.replace(
 
 
 def lm_head_rules(hf: str = "lm_head.", ours: str = "lm_head/") -> list[Rule]:
-  return [Rule(f"{hf}dense.weight", f"{ours}transform/kernel", "linear"),
-          Rule(f"{hf}dense.bias", f"{ours}transform/bias"),
-          Rule(f"{hf}layer_norm.weight", f"{ours}transform_norm/scale"),
-          Rule(f"{hf}layer_norm.bias", f"{ours}transform_norm/bias"),
-          Rule(f"{hf}bias", f"{ours}bias")]
+  return lm_transform_rules(f"{hf}dense", f"{hf}layer_norm", f"{hf}bias", ours)
 
 
 class RobertaFamily(BertFamily):

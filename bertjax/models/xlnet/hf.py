@@ -14,7 +14,7 @@ import numpy as np
 from bertjax.hf import tasks
 from bertjax.hf.config_map import COMPUTE_DTYPE, ConfigMap, Field, same
 from bertjax.hf.family import Family
-from bertjax.hf.mapping import Rule
+from bertjax.hf.mapping import Rule, embedding, layer_norm, linear
 from bertjax.models import xlnet
 from bertjax.models.xlnet import tasks as xlnet_tasks
 
@@ -51,17 +51,13 @@ def transformer_rules(hf: str, ours: str) -> list[Rule]:
   attn = [Rule(f"{layer}rel_attn.{name}", f"{stack}attention/{name}")
           for name in ("q", "k", "v", "o", "r", "r_w_bias", "r_r_bias", "r_s_bias", "seg_embed")]
   return [
-      Rule(f"{hf}word_embedding.weight", f"{ours}word_embeddings/embedding"),
+      embedding(f"{hf}word_embedding", f"{ours}word_embeddings"),
       Rule(f"{hf}mask_emb", f"{ours}mask_emb"),
       *attn,
-      Rule(f"{layer}rel_attn.layer_norm.weight", f"{stack}attention/layer_norm/scale"),
-      Rule(f"{layer}rel_attn.layer_norm.bias", f"{stack}attention/layer_norm/bias"),
-      Rule(f"{layer}ff.layer_1.weight", f"{stack}mlp/intermediate/kernel", "linear"),
-      Rule(f"{layer}ff.layer_1.bias", f"{stack}mlp/intermediate/bias"),
-      Rule(f"{layer}ff.layer_2.weight", f"{stack}mlp/output/kernel", "linear"),
-      Rule(f"{layer}ff.layer_2.bias", f"{stack}mlp/output/bias"),
-      Rule(f"{layer}ff.layer_norm.weight", f"{stack}mlp_norm/scale"),
-      Rule(f"{layer}ff.layer_norm.bias", f"{stack}mlp_norm/bias"),
+      *layer_norm(f"{layer}rel_attn.layer_norm", f"{stack}attention/layer_norm"),
+      *linear(f"{layer}ff.layer_1", f"{stack}mlp/intermediate"),
+      *linear(f"{layer}ff.layer_2", f"{stack}mlp/output"),
+      *layer_norm(f"{layer}ff.layer_norm", f"{stack}mlp_norm"),
   ]
 
 
