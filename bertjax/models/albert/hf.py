@@ -69,13 +69,9 @@ class AlbertFamily(Family):
   task_heads = TASK_HEADS
   pooled_kinds = albert_tasks.POOLED
   pooler_layer = "pooler"  # a bare Linear (BERT's is `pooler.dense`)
-
-  def make_module(self, architecture: str, config: albert.AlbertConfig):
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return albert_tasks.task_model(kind, config)
-    return {"AlbertModel": albert.AlbertModel, "AlbertForPreTraining": albert.AlbertForPreTraining,
-            "AlbertForMaskedLM": albert.AlbertForMaskedLM}[architecture](config)
+  modules = {"AlbertModel": albert.AlbertModel, "AlbertForPreTraining": albert.AlbertForPreTraining,
+             "AlbertForMaskedLM": albert.AlbertForMaskedLM}
+  task_models = albert_tasks
 
   def encoder_rules(self, hf: str, ours: str, config: albert.AlbertConfig) -> list[Rule]:
     return encoder_rules(hf, ours, config)

@@ -82,15 +82,13 @@ class BartFamily(Seq2SeqFamily):
   }
   # Per-stack embed_tokens and the tied lm_head are the shared table.
   ignored_keys = (r"(model\.)?(encoder|decoder)\.embed_tokens\.weight", r"lm_head\.weight")
+  modules = {"BartForConditionalGeneration": bart.BartForConditionalGeneration,
+             "BartModel": bart.BartModel}
 
   # A null means transformers' default, except where it means "none" (_NULLABLE).
   def config_from_hf(self, hf: Mapping[str, Any]) -> bart.BartConfig:
     return super().config_from_hf({k: v for k, v in hf.items()
                                    if v is not None or k in _NULLABLE})
-
-  def make_module(self, architecture: str, config: bart.BartConfig):
-    return {"BartForConditionalGeneration": bart.BartForConditionalGeneration,
-            "BartModel": bart.BartModel}[architecture](config)
 
   def model_rules(self, architecture: str, config: bart.BartConfig) -> list[Rule]:
     generation = architecture == "BartForConditionalGeneration"

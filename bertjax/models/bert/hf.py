@@ -86,16 +86,9 @@ class BertFamily(Family):
   pooled_kinds = bert_tasks.POOLED
   # position_ids is a buffer; the decoder is tied to the word embeddings and its bias.
   ignored_keys = (r".*position_ids", r"cls\.predictions\.decoder\.(weight|bias)")
-
-  def make_module(self, architecture: str, config: bert.BertConfig):
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return self.task_module(kind, config)
-    return {"BertModel": bert.BertModel, "BertForPreTraining": bert.BertForPreTraining,
-            "BertForMaskedLM": bert.BertForMaskedLM}[architecture](config)
-
-  def task_module(self, kind: str, config: bert.BertConfig):
-    return bert_tasks.task_model(kind, config)
+  modules = {"BertModel": bert.BertModel, "BertForPreTraining": bert.BertForPreTraining,
+             "BertForMaskedLM": bert.BertForMaskedLM}
+  task_models = bert_tasks
 
   def encoder_rules(self, hf: str, ours: str, config: bert.BertConfig) -> list[Rule]:
     return encoder_rules(hf, ours)

@@ -49,6 +49,7 @@ class BigBirdFamily(BertFamily):
   task_heads = TASK_HEADS
   pooled_kinds = bigbird_tasks.POOLED
   pooler_layer = "pooler"  # a bare Linear (BERT's is `pooler.dense`)
+  task_models = bigbird_tasks
   # The MLM model's checkpoint also holds the (unused) pooler.
   ignored_keys = BertFamily.ignored_keys + (r"bert\.pooler\.(weight|bias)",)
 
@@ -75,9 +76,6 @@ class BigBirdFamily(BertFamily):
 
   def make_module(self, architecture: str, config: bigbird.BigBirdConfig):
     return super().make_module(_AS_BERT.get(architecture, architecture), config)
-
-  def task_module(self, kind: str, config: bigbird.BigBirdConfig):
-    return bigbird_tasks.task_model(kind, config)
 
   def model_rules(self, architecture: str, config: bigbird.BigBirdConfig) -> list[Rule]:
     return super().model_rules(_AS_BERT.get(architecture, architecture), config)

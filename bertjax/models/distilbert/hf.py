@@ -66,6 +66,9 @@ class DistilBertFamily(Family):
   ignored_keys = (r".*position_ids", r"vocab_projector\.weight")
   task_encoder_prefix = "distilbert."
   task_heads = TASK_HEADS
+  modules = {"DistilBertModel": distilbert.DistilBertModel,
+             "DistilBertForMaskedLM": distilbert.DistilBertForMaskedLM}
+  task_models = distilbert_tasks
 
   # A config whose LayerNorm eps transformers cannot represent is refused.
   def config_to_hf(self, config: distilbert.DistilBertConfig, architecture: str) -> dict:
@@ -73,13 +76,6 @@ class DistilBertFamily(Family):
       raise ValueError(f"DistilBERT's reference fixes LayerNorm eps at 1e-12; this config has "
                        f"{config.layer_norm_eps}, which transformers cannot represent.")
     return super().config_to_hf(config, architecture)
-
-  def make_module(self, architecture: str, config: distilbert.DistilBertConfig):
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return distilbert_tasks.task_model(kind, config)
-    return {"DistilBertModel": distilbert.DistilBertModel,
-            "DistilBertForMaskedLM": distilbert.DistilBertForMaskedLM}[architecture](config)
 
   def encoder_rules(self, hf: str, ours: str, config: distilbert.DistilBertConfig) -> list[Rule]:
     return encoder_rules(hf, ours)

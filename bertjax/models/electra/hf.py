@@ -67,6 +67,8 @@ class ElectraFamily(Family):
   ignored_keys = (r".*position_ids", r".*embeddings\.token_type_ids", r"generator_lm_head\.weight")
   task_encoder_prefix = "electra."
   task_heads = TASK_HEADS
+  modules = _MODULES
+  task_models = electra_tasks
 
   # summary_type is one of our poolings; without embedding_size, the embeddings are as wide
   # as the hidden states (no projection).
@@ -78,12 +80,6 @@ class ElectraFamily(Family):
     values = self.config_map.read(hf_config)
     values.setdefault("embedding_size", values.get("hidden_size", 256))
     return electra.ElectraConfig(**values)
-
-  def make_module(self, architecture: str, config: electra.ElectraConfig):
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return electra_tasks.task_model(kind, config)
-    return _MODULES[architecture](config)
 
   def encoder_rules(self, hf: str, ours: str, config: electra.ElectraConfig) -> list[Rule]:
     return encoder_rules(hf, ours, config)

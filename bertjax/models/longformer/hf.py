@@ -39,6 +39,9 @@ class LongformerFamily(RobertaFamily):
       **tasks.architectures("Longformer", longformer_tasks.KINDS),
   }
   task_encoder_prefix = "longformer."
+  modules = {"LongformerModel": longformer.LongformerModel,
+             "LongformerForMaskedLM": longformer.LongformerForMaskedLM}
+  task_models = longformer_tasks
 
   # attention_window (the full window 2w, one per layer or one for all) <-> our attention's w.
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> longformer.LongformerConfig:
@@ -60,15 +63,6 @@ class LongformerFamily(RobertaFamily):
     window = config.attention.window
     full = [2 * w for w in window] if isinstance(window, tuple) else 2 * window
     return {**super().config_to_hf(config, architecture), "attention_window": full}
-
-  def make_module(self, architecture: str, config: longformer.LongformerConfig):
-    if tasks.kind_of(architecture):
-      return super().make_module(architecture, config)
-    return {"LongformerModel": longformer.LongformerModel,
-            "LongformerForMaskedLM": longformer.LongformerForMaskedLM}[architecture](config)
-
-  def task_module(self, kind: str, config: longformer.LongformerConfig):
-    return longformer_tasks.task_model(kind, config)
 
   def encoder_rules(self, hf: str, ours: str, config: longformer.LongformerConfig) -> list[Rule]:
     return super().encoder_rules(hf, ours, config) + global_projection_rules(hf, ours)

@@ -133,6 +133,9 @@ class ModernBertFamily(Family):
   # The MLM decoder's weight is the token table.
   ignored_keys = (r"decoder\.weight",)
   task_encoder_prefix = "model."
+  modules = {"ModernBertModel": modernbert.ModernBertModel,
+             "ModernBertForMaskedLM": modernbert.ModernBertForMaskedLM}
+  task_models = modernbert_tasks
 
   # The rotary bases and the global-layer pattern, each in two layouts (_rope_theta, _every_n).
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> modernbert.ModernBertConfig:
@@ -147,13 +150,6 @@ class ModernBertFamily(Family):
             "layer_types": _layer_types(config.num_layers, config.global_attn_every_n_layers),
             "rope_parameters": {_GLOBAL: _rope(config.rotary_base),
                                 _LOCAL: _rope(config.local_rotary_base)}}
-
-  def make_module(self, architecture: str, config: modernbert.ModernBertConfig):
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return modernbert_tasks.task_model(kind, config)
-    return {"ModernBertModel": modernbert.ModernBertModel,
-            "ModernBertForMaskedLM": modernbert.ModernBertForMaskedLM}[architecture](config)
 
   def encoder_rules(self, hf: str, ours: str, config: modernbert.ModernBertConfig) -> list[Rule]:
     return encoder_rules(hf, ours, config)

@@ -44,15 +44,8 @@ class RobertaFamily(BertFamily):
   pooled_kinds = roberta_tasks.POOLED
   # Buffers, and the decoder tied to the word embeddings and to lm_head.bias.
   ignored_keys = (r".*position_ids", r".*token_type_ids", r"lm_head\.decoder\.(weight|bias)")
-
-  def make_module(self, architecture: str, config: roberta.RobertaConfig):
-    if tasks.kind_of(architecture):
-      return super().make_module(architecture, config)
-    return {"RobertaModel": roberta.RobertaModel,
-            "RobertaForMaskedLM": roberta.RobertaForMaskedLM}[architecture](config)
-
-  def task_module(self, kind: str, config: roberta.RobertaConfig):
-    return roberta_tasks.task_model(kind, config)
+  modules = {"RobertaModel": roberta.RobertaModel, "RobertaForMaskedLM": roberta.RobertaForMaskedLM}
+  task_models = roberta_tasks
 
   def model_rules(self, architecture: str, config: roberta.RobertaConfig) -> list[Rule]:
     if architecture == "RobertaModel":

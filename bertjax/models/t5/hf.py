@@ -82,6 +82,7 @@ class T5Family(Seq2SeqFamily):
   # The per-stack embed_tokens are the shared table; a tied lm_head is too.
   ignored_keys = (r"(encoder|decoder)\.embed_tokens\.weight", r"lm_head\.weight",
                   r"decoder\.block\.0\.layer\.1\.EncDecAttention\.relative_attention_bias\.weight")
+  modules = {"T5ForConditionalGeneration": t5.T5ForConditionalGeneration, "T5Model": t5.T5Model}
 
   # feed_forward_proj ('relu', 'gated-gelu', ...) <-> hidden_act and gated; a missing (or
   # null) num_decoder_layers is num_layers, a missing scale_decoder_outputs follows the tying.
@@ -105,10 +106,6 @@ class T5Family(Seq2SeqFamily):
     else:
       projection = config.hidden_act
     return {**super().config_to_hf(config, architecture), "feed_forward_proj": projection}
-
-  def make_module(self, architecture: str, config: t5.T5Config):
-    return {"T5ForConditionalGeneration": t5.T5ForConditionalGeneration,
-            "T5Model": t5.T5Model}[architecture](config)
 
   def model_rules(self, architecture: str, config: t5.T5Config) -> list[Rule]:
     ours = "transformer/" if architecture == "T5ForConditionalGeneration" else ""

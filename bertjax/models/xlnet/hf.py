@@ -75,6 +75,8 @@ class XLNetFamily(Family):
   ignored_keys = (r"lm_loss\.weight",)  # tied to the word embeddings
   task_encoder_prefix = "transformer."
   task_heads = TASK_HEADS
+  modules = {"XLNetModel": xlnet.XLNetModel, "XLNetLMHeadModel": xlnet.XLNetLMHeadModel}
+  task_models = xlnet_tasks
 
   # d_head is not a field of ours (it is d_model / n_head); one that differs is refused.
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> xlnet.XLNetConfig:
@@ -83,13 +85,6 @@ class XLNetFamily(Family):
     if head_dim is not None and head_dim != config.head_dim:
       raise ValueError(f"d_head={head_dim} must equal d_model / n_head = {config.head_dim}.")
     return config
-
-  def make_module(self, architecture: str, config: xlnet.XLNetConfig):
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return xlnet_tasks.task_model(kind, config)
-    return {"XLNetModel": xlnet.XLNetModel,
-            "XLNetLMHeadModel": xlnet.XLNetLMHeadModel}[architecture](config)
 
   def init_inputs(self, config: xlnet.XLNetConfig) -> dict:
     return {"input_ids": jnp.zeros((2, 8), jnp.int32)}  # even: bi_data halves the batch
