@@ -22,8 +22,9 @@ from flax import traverse_util
 
 from bertjax.layers import transformer
 
-LAYER_FIELDS = ("head_dim", "intermediate_size", "activation", "hidden_dropout",
-                "attention_dropout", "layer_norm_eps", "pre_norm", "use_bias", "init_std", "dtype")
+LAYER_FIELDS = ("num_layers", "head_dim", "intermediate_size", "activation", "hidden_dropout",
+                "attention_dropout", "layer_norm_eps", "pre_norm", "use_bias", "init_std",
+                "dtype")
 HEAD_AXIS = {"query": 1, "key": 1, "value": 1, "out": 0}  # of each unstacked kernel
 
 

@@ -8,13 +8,12 @@ import jax.numpy as jnp
 
 from bertjax.hf import tasks
 from bertjax.hf.config_map import ConfigMap
-from bertjax.hf.mapping import Rule
+from bertjax.hf.mapping import Rule, linear
 
 
 class Family(abc.ABC):
   """Base class of the `bertjax/models/<family>/hf.py` adapters. Subclasses fill in the class
-  attributes and the two abstract methods (`make_module`, `model_rules`); the rest has
-  working defaults.
+  attributes and the abstract `model_rules`; the rest has working defaults.
 
   config.json: `config_map` (bertjax.hf.config_map.ConfigMap) declares how its keys and our
   config's fields correspond; `config_from_hf` and `config_to_hf` read it both ways. A
@@ -45,6 +44,10 @@ class Family(abc.ABC):
   architectures: Mapping[str, tuple[str, ...]] = {}
   # HF tensors deliberately not loaded (buffers, tied duplicates), as regexes.
   ignored_keys: tuple[str, ...] = ()
+  # Our modules (`make_module`): the class of each architecture that is not a task class,
+  # and the family's tasks module (bertjax.models.<family>.tasks, with `task_model`).
+  modules: Mapping[str, type] = {}
+  task_models: Any = None
 
   def __repr__(self) -> str:
     """The family's name (`open_model(path).family` prints as 'bert')."""
@@ -61,9 +64,12 @@ class Family(abc.ABC):
     return {"model_type": self.model_types[0], "architectures": [architecture],
             **self.config_map.write(config)}
 
-  @abc.abstractmethod
   def make_module(self, architecture: str, config: Any) -> nn.Module:
     """Our module implementing the HF `architecture`."""
+    kind = tasks.kind_of(architecture)
+    if kind:
+      return self.task_models.task_model(kind, config)
+    return self.modules[architecture](config)
 
   def rules(self, architecture: str, config: Any) -> Sequence[Rule]:
     """The parameter table for `architecture` (see bertjax.hf.mapping.Rule)."""
@@ -81,7 +87,7 @@ class Family(abc.ABC):
 
   def pooler_rules(self, hf: str, ours: str) -> list[Rule]:
     """The encoder's pooler (a dense layer), below the two prefixes."""
-    return tasks.linear(f"{hf}{self.pooler_layer}", f"{ours}pooler")
+    return linear(f"{hf}{self.pooler_layer}", f"{ours}pooler")
 
   def task_rules(self, kind: str, config: Any) -> list[Rule]:
     """A task class's table: the encoder (with its pooler for `pooled_kinds`) and the head."""

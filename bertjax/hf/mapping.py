@@ -107,3 +107,34 @@ def unused_keys(rules: Sequence[Rule], state: Mapping[str, np.ndarray], num_laye
     else:
       used.add(rule.hf)
   return sorted(set(state) - used)
+
+
+# The usual torch modules, as the rules that map their tensors.
+
+def linear(hf: str, ours: str, in_dims: int = 1, bias: bool = True,
+           bias_kind: str = "copy") -> list[Rule]:
+  """A torch Linear `hf` <-> our Dense `ours`: weight <-> kernel (with `in_dims` input axes)
+  and, if it has one, bias <-> bias (`bias_kind` "bias" where ours is split per head)."""
+  rules = [Rule(f"{hf}.weight", f"{ours}/kernel", "linear", in_dims)]
+  return rules + ([Rule(f"{hf}.bias", f"{ours}/bias", bias_kind)] if bias else [])
+
+
+def layer_norm(hf: str, ours: str, bias: bool = True) -> list[Rule]:
+  """A torch LayerNorm `hf` <-> our norm `ours`: weight <-> scale and (if it has one) bias."""
+  rules = [Rule(f"{hf}.weight", f"{ours}/scale")]
+  return rules + ([Rule(f"{hf}.bias", f"{ours}/bias")] if bias else [])
+
+
+def embedding(hf: str, ours: str) -> Rule:
+  """A torch Embedding `hf` <-> our Embed `ours`."""
+  return Rule(f"{hf}.weight", f"{ours}/embedding")
+
+
+QKV = {"query": "query", "key": "key", "value": "value"}
+
+
+def qkv_projections(hf: str, ours: str, names: Mapping[str, str] = QKV) -> list[Rule]:
+  """An attention's query, key and value Linears (`names`: theirs -> ours, below the
+  prefixes `hf` and `ours`) <-> our per-head projections, whose biases are [heads, kv]."""
+  return [rule for theirs, name in names.items()
+          for rule in linear(f"{hf}{theirs}", f"{ours}{name}", bias_kind="bias")]

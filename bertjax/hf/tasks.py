@@ -8,7 +8,7 @@ config.json carries the labels (`id2label` / `label2id`, `num_labels`) and
 """
 from typing import Any, Mapping
 
-from bertjax.hf.mapping import Rule
+from bertjax.hf.mapping import Rule, linear
 
 # config.problem_type's values (transformers' own); None lets the labels decide.
 PROBLEM_TYPES = (None, "regression", "single_label_classification", "multi_label_classification")
@@ -40,11 +40,6 @@ def architecture_for(family, kind: str) -> str | None:
   """The family's class of `kind` (question answering: either kind), if it has one."""
   kinds = QUESTION_ANSWERING if kind in QUESTION_ANSWERING else (kind,)
   return next((a for k in kinds for a in family.architectures if kind_of(a) == k), None)
-
-
-def linear(hf: str, ours: str) -> list[Rule]:
-  """A torch Linear `hf` (weight + bias) <-> our Dense `ours` (kernel + bias)."""
-  return [Rule(f"{hf}.weight", f"{ours}/kernel", "linear"), Rule(f"{hf}.bias", f"{ours}/bias")]
 
 
 def head_rules(dense: str | None, out: str) -> list[Rule]:

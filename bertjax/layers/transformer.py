@@ -4,6 +4,7 @@ Stacking with `nn.scan` compiles one layer body instead of L copies (fast compil
 24-layer models) and stores each parameter with a leading `layers` axis. ALBERT's
 cross-layer sharing is the same scan with the parameters broadcast instead of stacked.
 """
+import dataclasses
 import functools
 from typing import Any, Optional
 
@@ -16,13 +17,10 @@ from bertjax.layers import attention, ffn, norms
 Dtype = jnp.dtype
 
 
-class TransformerLayer(nn.Module):
-  """Self-attention + feed-forward with residuals; post-LN (BERT) or pre-LN (GPT-2).
-
-  Called as a scan body: `(x, mask, bias) -> (x, x or None)`, the second output being
-  the layer's hidden state when `emit_hidden_state` is set. `decode`: self-attention
-  with a key/value cache (bertjax.inference.decoding).
-  """
+class LayerFields(nn.Module):
+  """The fields a TransformerLayer and a TransformerStack of them share (the stack hands
+  them on to its layers)."""
+  num_layers: int  # depth of the stack (a layer: for per-layer attention patterns)
   num_heads: int
   head_dim: int
   intermediate_size: int
@@ -34,14 +32,29 @@ class TransformerLayer(nn.Module):
   use_bias: bool = True
   init_std: float = 0.02
   dtype: Dtype = jnp.float32
+  # Long-sequence attention (a spec from bertjax.layers.long_attention.sparse / lowrank; None =
+  # dense). In a stack the mask is then the spec's `encoder_mask` (a TokenMask) and each layer
+  # gets its index.
+  attention_spec: Optional[Any] = None
+  attention_implementation: str = "xla"  # attention.IMPLEMENTATIONS
+  rotary_base: float = 0.0  # rotary positions on queries and keys (layers.rotary); 0: none
+
+  def layer_fields(self) -> dict:
+    """These fields' values, as keyword arguments of a TransformerLayer."""
+    return {f.name: getattr(self, f.name) for f in dataclasses.fields(LayerFields)
+            if f.name not in ("parent", "name")}
+
+
+class TransformerLayer(LayerFields):
+  """Self-attention + feed-forward with residuals; post-LN (BERT) or pre-LN (GPT-2).
+
+  Called as a scan body: `(x, mask, bias) -> (x, x or None)`, the second output being
+  the layer's hidden state when `emit_hidden_state` is set. `decode`: self-attention
+  with a key/value cache (bertjax.inference.decoding).
+  """
   deterministic: bool = True
   emit_hidden_state: bool = False
   decode: bool = False
-  # Long-sequence attention (a spec from bertjax.layers.long_attention.sparse / lowrank; None = dense).
-  attention_spec: Optional[Any] = None
-  num_layers: int = 1  # depth of the stack, for per-layer attention patterns
-  attention_implementation: str = "xla"  # attention.IMPLEMENTATIONS
-  rotary_base: float = 0.0  # rotary positions on queries and keys (layers.rotary); 0: none
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: Optional[Any] = None,
@@ -100,7 +113,7 @@ def layers_per_iteration(scan_unroll: int, num_layers: int) -> int:
   return num_layers if jax.default_backend() == "gpu" else 1
 
 
-class TransformerStack(nn.Module):
+class TransformerStack(LayerFields):
   """`num_layers` TransformerLayers under `nn.scan` (parameters stacked on `layers`).
 
   share_parameters: ALBERT - one layer's parameters reused at every depth.
@@ -110,26 +123,9 @@ class TransformerStack(nn.Module):
     same either way. Unrolled compiles longer but skips the loop's stacking of
     activations for the backward pass.
   """
-  num_layers: int
-  num_heads: int
-  head_dim: int
-  intermediate_size: int
-  activation: str = "gelu"
-  hidden_dropout: float = 0.1
-  attention_dropout: float = 0.1
-  layer_norm_eps: float = 1e-12
-  pre_norm: bool = False
-  use_bias: bool = True
-  init_std: float = 0.02
-  dtype: Dtype = jnp.float32
   share_parameters: bool = False
   remat: bool = False
   scan_unroll: int = 0
-  # Long-sequence attention spec (bertjax.layers.long_attention.sparse / lowrank); None = dense. The mask
-  # is then the spec's `encoder_mask` (a TokenMask) and each layer gets its index.
-  attention_spec: Optional[Any] = None
-  attention_implementation: str = "xla"  # attention.IMPLEMENTATIONS
-  rotary_base: float = 0.0  # rotary positions (layers.rotary); 0: none
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: Optional[jax.Array] = None,
@@ -160,21 +156,10 @@ class TransformerStack(nn.Module):
         metadata_params={} if self.share_parameters else {nn.PARTITION_NAME: "layers"},
     )
     x, per_layer = stacked(
-        num_heads=self.num_heads, head_dim=self.head_dim,
-        intermediate_size=self.intermediate_size, activation=self.activation,
-        hidden_dropout=self.hidden_dropout, attention_dropout=self.attention_dropout,
-        layer_norm_eps=self.layer_norm_eps, pre_norm=self.pre_norm, use_bias=self.use_bias,
-        init_std=self.init_std, dtype=self.dtype, deterministic=deterministic,
+        **self.layer_fields(), deterministic=deterministic,
         emit_hidden_state=output_hidden_states, decode=decode,
-        attention_implementation=self.attention_implementation, rotary_base=self.rotary_base,
-        **self._attention_fields(), name="layers")(x, mask, bias, positions,
-                                                   *self._layer_indices())
+        name="layers")(x, mask, bias, positions, *self._layer_indices())
     return x, per_layer
-
-  def _attention_fields(self) -> dict:
-    if self.attention_spec is None:
-      return {}
-    return {"attention_spec": self.attention_spec, "num_layers": self.num_layers}
 
   def _layer_indices(self) -> tuple:
     """Scanned per-layer input: the layer's index (sparse patterns differ per layer)."""

@@ -136,3 +136,13 @@ class HFTokenizerVocabulary(RoleIdsMixin, seqio.Vocabulary):
 
   def __hash__(self):
     return hash(self._tokenizer.to_str())
+
+  # A pickle holds the tokenizer as its JSON text.
+  def __getstate__(self):
+    state = self.__dict__.copy()
+    state["_tokenizer"] = self._tokenizer.to_str()
+    return state
+
+  def __setstate__(self, state):
+    state["_tokenizer"] = tokenizers.Tokenizer.from_str(state["_tokenizer"])
+    self.__dict__.update(state)

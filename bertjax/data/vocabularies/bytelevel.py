@@ -56,12 +56,3 @@ class ByteLevelBPEVocabulary(HFTokenizerVocabulary):
   def _decode_tf(self, ids: tf.Tensor) -> tf.Tensor:
     out = tf.numpy_function(self._decode_np, [ids], tf.string, stateful=False)
     return tf.ensure_shape(out, ids.shape[:-1])
-
-  def __getstate__(self):
-    state = self.__dict__.copy()
-    state["_tokenizer"] = self._tokenizer.to_str()
-    return state
-
-  def __setstate__(self, state):
-    state["_tokenizer"] = tokenizers.Tokenizer.from_str(state["_tokenizer"])
-    self.__dict__.update(state)

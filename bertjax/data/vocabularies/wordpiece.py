@@ -96,12 +96,3 @@ class WordPieceVocabulary(HFTokenizerVocabulary):
     text = tf.strings.regex_replace(text, " ##", "")
     # HF's cleanup runs per token, so only a lone punctuation token loses its space.
     return tf.strings.regex_replace(text, r" ([.?!,])( |$)", r"\1\2")
-
-  def __getstate__(self):
-    state = self.__dict__.copy()
-    state["_tokenizer"] = self._tokenizer.to_str()
-    return state
-
-  def __setstate__(self, state):
-    state["_tokenizer"] = tokenizers.Tokenizer.from_str(state["_tokenizer"])
-    self.__dict__.update(state)

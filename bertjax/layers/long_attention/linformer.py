@@ -15,12 +15,13 @@ stops instead of silently mixing examples); train Linformer on unpacked batches
 (`task_dataset.pack = False`, as gin/models/linformer_*.gin do).
 """
 import dataclasses
-from typing import Any, Optional
+from typing import Optional
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from bertjax.layers.long_attention import base
 from bertjax.layers.long_attention import token_mask as tm
 
 SHARING = ("none", "headwise", "key_value", "layerwise")
@@ -44,8 +45,8 @@ class Linformer:
   def make(self, *, num_heads, head_dim, dropout_rate, use_bias, init_std, dtype, num_layers,
            name):
     del num_layers
-    return LinformerAttention(self, num_heads, head_dim, dropout_rate, use_bias, init_std, dtype,
-                              name=name)
+    return LinformerAttention(self, num_heads, head_dim, use_bias, init_std, dtype,
+                              dropout_rate=dropout_rate, name=name)
 
   def encoder_mask(self, attention_mask, segment_ids, global_attention_mask=None):
     return tm.from_features(attention_mask, segment_ids)
@@ -61,16 +62,11 @@ class Linformer:
     return (mask, projection)
 
 
-class LinformerAttention(nn.Module):
+class LinformerAttention(base.LongSelfAttention):
   """Self-attention with MultiHeadAttention's projections plus E / F (`key_projection`,
   `value_projection`, [heads,] max_length x k) per the spec's sharing."""
   spec: Linformer
-  num_heads: int
-  head_dim: int
   dropout_rate: float = 0.0
-  use_bias: bool = True
-  init_std: float = 0.02
-  dtype: Any = jnp.float32
 
   def _projection(self, name: str) -> jax.Array:
     spec = self.spec
@@ -83,8 +79,7 @@ class LinformerAttention(nn.Module):
   @nn.compact
   def __call__(self, inputs_q, inputs_kv=None, mask=None, bias=None, *, deterministic=True,
                layer_index=None):
-    if inputs_kv is not None or bias is not None:
-      raise ValueError("LinformerAttention is self-attention without an additive bias.")
+    self.check_self_attention(inputs_kv, bias)
     batch, length, features = inputs_q.shape
     spec = self.spec
     if length > spec.max_length:
@@ -98,11 +93,10 @@ class LinformerAttention(nn.Module):
       mask, shared = mask
     mask = tm.resolve(mask, batch, length)
 
-    proj = lambda name: tm.head_projection(name, self.num_heads, self.head_dim, self.use_bias,
-                                           self.init_std, self.dtype)(inputs_q)
-    q = proj("query") / jnp.sqrt(self.head_dim).astype(self.dtype)
+    q = self.project("query", inputs_q) / self.query_scale()
     keep = mask.valid[:, :, None, None]
-    k, v = jnp.where(keep, proj("key"), 0), jnp.where(keep, proj("value"), 0)
+    k = jnp.where(keep, self.project("key", inputs_q), 0)
+    v = jnp.where(keep, self.project("value", inputs_q), 0)
 
     if shared is not None:
       e = f = shared
@@ -119,6 +113,4 @@ class LinformerAttention(nn.Module):
     if mask.segment_ids is not None:  # packed rows cannot be separated: poison them
       packed = jnp.max(mask.segment_ids, axis=1) > 1
       context = jnp.where(packed[:, None, None, None], jnp.nan, context)
-    context = nn.with_logical_constraint(context, ("batch", "length", "heads", "kv"))
-    out = tm.output_projection(features, self.use_bias, self.init_std, self.dtype)(context)
-    return nn.with_logical_constraint(out, ("batch", "length", "embed"))
+    return self.output(context, features)

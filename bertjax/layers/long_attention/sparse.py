@@ -18,10 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from bertjax.layers import attention
-from bertjax.layers.long_attention import bigbird_plan
+from bertjax.layers.long_attention import base, bigbird_plan
 from bertjax.layers.long_attention import token_mask as tm
-
-Dtype = jnp.dtype
 
 
 def _encoder_mask(attention_mask, segment_ids, global_attention_mask=None):
@@ -67,8 +65,8 @@ class BigBird:
   def make(self, *, num_heads, head_dim, dropout_rate, use_bias, init_std, dtype, num_layers,
            name):
     del dropout_rate  # see the class docstring
-    return BigBirdAttention(self, num_heads, head_dim, num_layers, use_bias, init_std, dtype,
-                            name=name)
+    return BigBirdAttention(self, num_heads, head_dim, use_bias, init_std, dtype,
+                            num_layers=num_layers, name=name)
 
   encoder_mask = staticmethod(_encoder_mask)
 
@@ -119,28 +117,20 @@ def bigbird_attention(q, k, v, mask: tm.TokenMask, plan: jax.Array, block_size: 
   return jnp.where(mask.valid[:, :, None, None], out, 0)
 
 
-class BigBirdAttention(nn.Module):
+class BigBirdAttention(base.LongSelfAttention):
   """BigBird self-attention with MultiHeadAttention's parameters (query/key/value/out)."""
   spec: BigBird
-  num_heads: int
-  head_dim: int
   num_layers: int = 1
-  use_bias: bool = True
-  init_std: float = 0.02
-  dtype: Dtype = jnp.float32
 
   @nn.compact
   def __call__(self, inputs_q, inputs_kv=None, mask=None, bias=None, *, deterministic=True,
                layer_index=None):
-    if inputs_kv is not None or bias is not None:
-      raise ValueError("BigBirdAttention is self-attention without an additive bias.")
+    self.check_self_attention(inputs_kv, bias)
     batch, length, features = inputs_q.shape
     spec, bs = self.spec, self.spec.block_size
     mask = tm.resolve(mask, batch, length)
-    proj = lambda name: tm.head_projection(name, self.num_heads, self.head_dim, self.use_bias,
-                                           self.init_std, self.dtype)(inputs_q)
-    q = proj("query") / jnp.sqrt(self.head_dim).astype(self.dtype)
-    k, v = proj("key"), proj("value")
+    q = self.project("query", inputs_q) / self.query_scale()
+    k, v = self.project("key", inputs_q), self.project("value", inputs_q)
     q = nn.with_logical_constraint(q, ("batch", "length", "heads", "kv"))
 
     r = spec.num_random_blocks
@@ -158,9 +148,7 @@ class BigBirdAttention(nn.Module):
         plan = jnp.asarray(plans)[0 if layer_index is None else layer_index]
       context = bigbird_attention(pad(q), pad(k), pad(v), tm.pad_mask(mask, bs), plan,
                                   bs)[:, :length]
-    context = nn.with_logical_constraint(context, ("batch", "length", "heads", "kv"))
-    out = tm.output_projection(features, self.use_bias, self.init_std, self.dtype)(context)
-    return nn.with_logical_constraint(out, ("batch", "length", "embed"))
+    return self.output(context, features)
 
 
 # ----------------------------------------------------------------------------- Longformer
@@ -198,8 +186,8 @@ class Longformer:
     if self.dilation and len(self.dilation) != num_heads:
       raise ValueError(f"Longformer.dilation has {len(self.dilation)} entries for "
                        f"{num_heads} heads; give one per head or leave it empty.")
-    return LongformerAttention(self, num_heads, head_dim, dropout_rate, use_bias, init_std,
-                               dtype, name=name)
+    return LongformerAttention(self, num_heads, head_dim, use_bias, init_std, dtype,
+                               dropout_rate=dropout_rate, name=name)
 
   encoder_mask = staticmethod(_encoder_mask)
 
@@ -250,15 +238,10 @@ def _dilated(fn, x_list, d: int):
   return jnp.moveaxis(out.reshape(b, d, *out.shape[1:]), 1, 2).reshape(b, -1, *out.shape[2:])
 
 
-class LongformerAttention(nn.Module):
+class LongformerAttention(base.LongSelfAttention):
   """Longformer self-attention: query/key/value/out (+ query/key/value_global)."""
   spec: Longformer
-  num_heads: int
-  head_dim: int
   dropout_rate: float = 0.0
-  use_bias: bool = True
-  init_std: float = 0.02
-  dtype: Dtype = jnp.float32
 
   def _global_positions(self, mask: tm.TokenMask, length: int):
     """Indices [B, G] of the global tokens (first G, in order) and which slots are real."""
@@ -275,8 +258,7 @@ class LongformerAttention(nn.Module):
   @nn.compact
   def __call__(self, inputs_q, inputs_kv=None, mask=None, bias=None, *, deterministic=True,
                layer_index=None):
-    if inputs_kv is not None or bias is not None:
-      raise ValueError("LongformerAttention is self-attention without an additive bias.")
+    self.check_self_attention(inputs_kv, bias)
     batch, length, features = inputs_q.shape
     spec = self.spec
     dilations = tuple(spec.dilation) or (1,) * self.num_heads
@@ -285,9 +267,7 @@ class LongformerAttention(nn.Module):
     mask = tm.pad_mask(tm.resolve(mask, batch, length), multiple)
     x = tm.pad_to_multiple(inputs_q, multiple)
     n = x.shape[1]
-    proj = lambda name, h: tm.head_projection(name, self.num_heads, self.head_dim, self.use_bias,
-                                              self.init_std, self.dtype)(h)
-    scale = jnp.sqrt(self.head_dim).astype(self.dtype)
+    proj, scale = self.project, self.query_scale()
     q, k, v = proj("query", x) / scale, proj("key", x), proj("value", x)
 
     glob, g_index, g_ok, overflow = self._global_positions(mask, n)
@@ -334,6 +314,4 @@ class LongformerAttention(nn.Module):
 
     context = jnp.where(mask.valid[:, :, None, None], context, 0)
     context = jnp.where(overflow[:, None, None, None], jnp.nan, context)[:, :length]
-    context = nn.with_logical_constraint(context, ("batch", "length", "heads", "kv"))
-    out = tm.output_projection(features, self.use_bias, self.init_std, self.dtype)(context)
-    return nn.with_logical_constraint(out, ("batch", "length", "embed"))
+    return self.output(context, features)

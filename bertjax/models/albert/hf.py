@@ -9,10 +9,10 @@ layer parameters; with one group per layer they stack on our `layers` axis.
 from bertjax.hf import tasks
 from bertjax.hf.config_map import ConfigMap, Field, same
 from bertjax.hf.family import Family
-from bertjax.hf.mapping import LAYER, Rule
+from bertjax.hf.mapping import LAYER, Rule, layer_norm, linear, qkv_projections
 from bertjax.models import albert
 from bertjax.models.albert import tasks as albert_tasks
-from bertjax.models.bert.hf import ENCODER_FIELDS
+from bertjax.models.bert.hf import ENCODER_FIELDS, embedding_rules, lm_transform_rules
 
 CONFIG_MAP = ConfigMap(
     "ALBERT",
@@ -35,38 +35,22 @@ def encoder_rules(hf: str, ours: str, config: albert.AlbertConfig) -> list[Rule]
   group = "0" if config.share_parameters else LAYER
   layer = f"{hf}encoder.albert_layer_groups.{group}.albert_layers.0."
   stack = f"{ours}encoder/layers/"
-  rules = [Rule(f"{hf}embeddings.{name}.weight", f"{ours}embeddings/{name}/embedding")
-           for name in ("word_embeddings", "position_embeddings", "token_type_embeddings")]
-  rules += [
-      Rule(f"{hf}embeddings.LayerNorm.weight", f"{ours}embeddings/layer_norm/scale"),
-      Rule(f"{hf}embeddings.LayerNorm.bias", f"{ours}embeddings/layer_norm/bias"),
-      Rule(f"{hf}encoder.embedding_hidden_mapping_in.weight", f"{ours}embedding_projection/kernel",
-           "linear"),
-      Rule(f"{hf}encoder.embedding_hidden_mapping_in.bias", f"{ours}embedding_projection/bias"),
-  ]
-  for name in ("query", "key", "value"):
-    rules += [Rule(f"{layer}attention.{name}.weight", f"{stack}attention/{name}/kernel", "linear"),
-              Rule(f"{layer}attention.{name}.bias", f"{stack}attention/{name}/bias", "bias")]
-  return rules + [
-      Rule(f"{layer}attention.dense.weight", f"{stack}attention/out/kernel", "linear", 2),
-      Rule(f"{layer}attention.dense.bias", f"{stack}attention/out/bias"),
-      Rule(f"{layer}attention.LayerNorm.weight", f"{stack}attention_norm/scale"),
-      Rule(f"{layer}attention.LayerNorm.bias", f"{stack}attention_norm/bias"),
-      Rule(f"{layer}ffn.weight", f"{stack}mlp/intermediate/kernel", "linear"),
-      Rule(f"{layer}ffn.bias", f"{stack}mlp/intermediate/bias"),
-      Rule(f"{layer}ffn_output.weight", f"{stack}mlp/output/kernel", "linear"),
-      Rule(f"{layer}ffn_output.bias", f"{stack}mlp/output/bias"),
-      Rule(f"{layer}full_layer_layer_norm.weight", f"{stack}mlp_norm/scale"),
-      Rule(f"{layer}full_layer_layer_norm.bias", f"{stack}mlp_norm/bias"),
+  return [
+      *embedding_rules(f"{hf}embeddings.", f"{ours}embeddings/",
+                       ("word_embeddings", "position_embeddings", "token_type_embeddings")),
+      *linear(f"{hf}encoder.embedding_hidden_mapping_in", f"{ours}embedding_projection"),
+      *qkv_projections(f"{layer}attention.", f"{stack}attention/"),
+      *linear(f"{layer}attention.dense", f"{stack}attention/out", in_dims=2),
+      *layer_norm(f"{layer}attention.LayerNorm", f"{stack}attention_norm"),
+      *linear(f"{layer}ffn", f"{stack}mlp/intermediate"),
+      *linear(f"{layer}ffn_output", f"{stack}mlp/output"),
+      *layer_norm(f"{layer}full_layer_layer_norm", f"{stack}mlp_norm"),
   ]
 
 
 def mlm_head_rules() -> list[Rule]:
-  return [Rule("predictions.dense.weight", "predictions/transform/kernel", "linear"),
-          Rule("predictions.dense.bias", "predictions/transform/bias"),
-          Rule("predictions.LayerNorm.weight", "predictions/transform_norm/scale"),
-          Rule("predictions.LayerNorm.bias", "predictions/transform_norm/bias"),
-          Rule("predictions.bias", "predictions/bias")]
+  return lm_transform_rules("predictions.dense", "predictions.LayerNorm", "predictions.bias",
+                            "predictions/")
 
 
 class AlbertFamily(Family):
@@ -85,13 +69,9 @@ class AlbertFamily(Family):
   task_heads = TASK_HEADS
   pooled_kinds = albert_tasks.POOLED
   pooler_layer = "pooler"  # a bare Linear (BERT's is `pooler.dense`)
-
-  def make_module(self, architecture: str, config: albert.AlbertConfig):
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return albert_tasks.task_model(kind, config)
-    return {"AlbertModel": albert.AlbertModel, "AlbertForPreTraining": albert.AlbertForPreTraining,
-            "AlbertForMaskedLM": albert.AlbertForMaskedLM}[architecture](config)
+  modules = {"AlbertModel": albert.AlbertModel, "AlbertForPreTraining": albert.AlbertForPreTraining,
+             "AlbertForMaskedLM": albert.AlbertForMaskedLM}
+  task_models = albert_tasks
 
   def encoder_rules(self, hf: str, ours: str, config: albert.AlbertConfig) -> list[Rule]:
     return encoder_rules(hf, ours, config)
@@ -101,7 +81,6 @@ class AlbertFamily(Family):
       return encoder_rules("", "", config) + self.pooler_rules("", "")
     rules = encoder_rules("albert.", "albert/", config) + mlm_head_rules()
     if architecture == "AlbertForPreTraining":
-      rules += self.pooler_rules("albert.", "albert/") + [
-          Rule("sop_classifier.classifier.weight", "sop_classifier/kernel", "linear"),
-          Rule("sop_classifier.classifier.bias", "sop_classifier/bias")]
+      rules += (self.pooler_rules("albert.", "albert/")
+                + linear("sop_classifier.classifier", "sop_classifier"))
     return rules

@@ -2,7 +2,7 @@
 from typing import Any, Mapping
 
 from bertjax.hf.config_map import ConfigMap, Field, same
-from bertjax.hf.mapping import Rule
+from bertjax.hf.mapping import Rule, embedding, layer_norm, linear, qkv_projections
 from bertjax.hf.seq2seq import Seq2SeqFamily
 from bertjax.models import bart
 
@@ -48,35 +48,26 @@ _NULLABLE = ("forced_bos_token_id", "forced_eos_token_id")
 _ATTENTION = {"q_proj": "query", "k_proj": "key", "v_proj": "value"}
 
 
-def _linear(hf: str, ours: str, in_dims: int = 1, bias_kind: str = "copy") -> list[Rule]:
-  return [Rule(f"{hf}.weight", f"{ours}/kernel", "linear", in_dims),
-          Rule(f"{hf}.bias", f"{ours}/bias", bias_kind)]
-
-
-def _norm(hf: str, ours: str) -> list[Rule]:
-  return [Rule(f"{hf}.weight", f"{ours}/scale"), Rule(f"{hf}.bias", f"{ours}/bias")]
-
-
 def _attention(hf: str, ours: str) -> list[Rule]:
-  rules = [r for a, b in _ATTENTION.items() for r in _linear(f"{hf}.{a}", f"{ours}/{b}", 1, "bias")]
-  return rules + _linear(f"{hf}.out_proj", f"{ours}/out", 2)
+  return (qkv_projections(f"{hf}.", f"{ours}/", _ATTENTION)
+          + linear(f"{hf}.out_proj", f"{ours}/out", 2))
 
 
 def stack_rules(hf: str, ours: str, is_decoder: bool) -> list[Rule]:
   """One BartStack; `hf` is e.g. 'model.encoder', `ours` e.g. 'model/encoder'."""
   layer, layers = f"{hf}.layers.{{layer}}", f"{ours}/layers"
   rules = [
-      Rule(f"{hf}.embed_positions.weight", f"{ours}/position_embeddings/embedding"),
-      *_norm(f"{hf}.layernorm_embedding", f"{ours}/embedding_norm"),
+      embedding(f"{hf}.embed_positions", f"{ours}/position_embeddings"),
+      *layer_norm(f"{hf}.layernorm_embedding", f"{ours}/embedding_norm"),
       *_attention(f"{layer}.self_attn", f"{layers}/self_attention"),
-      *_norm(f"{layer}.self_attn_layer_norm", f"{layers}/self_attention_norm"),
-      *_linear(f"{layer}.fc1", f"{layers}/mlp/intermediate"),
-      *_linear(f"{layer}.fc2", f"{layers}/mlp/output"),
-      *_norm(f"{layer}.final_layer_norm", f"{layers}/mlp_norm"),
+      *layer_norm(f"{layer}.self_attn_layer_norm", f"{layers}/self_attention_norm"),
+      *linear(f"{layer}.fc1", f"{layers}/mlp/intermediate"),
+      *linear(f"{layer}.fc2", f"{layers}/mlp/output"),
+      *layer_norm(f"{layer}.final_layer_norm", f"{layers}/mlp_norm"),
   ]
   if is_decoder:
     rules += [*_attention(f"{layer}.encoder_attn", f"{layers}/cross_attention"),
-              *_norm(f"{layer}.encoder_attn_layer_norm", f"{layers}/cross_attention_norm")]
+              *layer_norm(f"{layer}.encoder_attn_layer_norm", f"{layers}/cross_attention_norm")]
   return rules
 
 
@@ -91,20 +82,18 @@ class BartFamily(Seq2SeqFamily):
   }
   # Per-stack embed_tokens and the tied lm_head are the shared table.
   ignored_keys = (r"(model\.)?(encoder|decoder)\.embed_tokens\.weight", r"lm_head\.weight")
+  modules = {"BartForConditionalGeneration": bart.BartForConditionalGeneration,
+             "BartModel": bart.BartModel}
 
   # A null means transformers' default, except where it means "none" (_NULLABLE).
   def config_from_hf(self, hf: Mapping[str, Any]) -> bart.BartConfig:
     return super().config_from_hf({k: v for k, v in hf.items()
                                    if v is not None or k in _NULLABLE})
 
-  def make_module(self, architecture: str, config: bart.BartConfig):
-    return {"BartForConditionalGeneration": bart.BartForConditionalGeneration,
-            "BartModel": bart.BartModel}[architecture](config)
-
   def model_rules(self, architecture: str, config: bart.BartConfig) -> list[Rule]:
     generation = architecture == "BartForConditionalGeneration"
     hf, ours = ("model.", "model/") if generation else ("", "")
-    rules = [Rule(f"{hf}shared.weight", f"{ours}shared/embedding"),
+    rules = [embedding(f"{hf}shared", f"{ours}shared"),
              *stack_rules(f"{hf}encoder", f"{ours}encoder", False),
              *stack_rules(f"{hf}decoder", f"{ours}decoder", True)]
     if generation:

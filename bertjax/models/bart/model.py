@@ -210,7 +210,7 @@ class BartModel(nn.Module):
     return {**enc, **dec}
 
 
-class BartForConditionalGeneration(nn.Module):
+class BartForConditionalGeneration(encoder_decoder.WithLogits):
   """BartModel + tied output projection + `final_logits_bias`: `logits`."""
   config: BartConfig
 
@@ -225,15 +225,6 @@ class BartForConditionalGeneration(nn.Module):
     logits = self.model.shared.attend(hidden) + self.final_logits_bias.astype(hidden.dtype)
     return nn.with_logical_constraint(logits, ("batch", "length", "vocab"))
 
-  def encode(self, input_ids, attention_mask=None, **kwargs) -> dict:
-    return self.model.encode(input_ids, attention_mask, **kwargs)
-
-  def decode(self, decoder_input_ids, encoder_hidden_states, attention_mask=None, **kwargs) -> dict:
-    out = self.model.decode(decoder_input_ids, encoder_hidden_states, attention_mask, **kwargs)
-    out["logits"] = self.logits(out["last_hidden_state"])
-    return out
-
-  def __call__(self, input_ids, decoder_input_ids, attention_mask=None, **kwargs) -> dict:
-    out = self.model(input_ids, decoder_input_ids, attention_mask, **kwargs)
-    out["logits"] = self.logits(out["last_hidden_state"])
-    return out
+  @property
+  def wrapped(self) -> nn.Module:
+    return self.model

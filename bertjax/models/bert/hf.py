@@ -4,7 +4,7 @@ MultipleChoice}."""
 from bertjax.hf import tasks
 from bertjax.hf.config_map import COMPUTE_DTYPE, ConfigMap, Field, same
 from bertjax.hf.family import Family
-from bertjax.hf.mapping import Rule
+from bertjax.hf.mapping import Rule, embedding, layer_norm, linear, qkv_projections
 from bertjax.models import bert
 from bertjax.models.bert import tasks as bert_tasks
 
@@ -41,35 +41,33 @@ def encoder_rules(hf: str, ours: str) -> list[Rule]:
   layer = f"{hf}encoder.layer.{{layer}}."
   stack = f"{ours}encoder/layers/"
   return [
-      Rule(f"{hf}embeddings.word_embeddings.weight", f"{ours}embeddings/word_embeddings/embedding"),
-      Rule(f"{hf}embeddings.position_embeddings.weight",
-           f"{ours}embeddings/position_embeddings/embedding"),
-      Rule(f"{hf}embeddings.token_type_embeddings.weight",
-           f"{ours}embeddings/token_type_embeddings/embedding"),
-      Rule(f"{hf}embeddings.LayerNorm.weight", f"{ours}embeddings/layer_norm/scale"),
-      Rule(f"{hf}embeddings.LayerNorm.bias", f"{ours}embeddings/layer_norm/bias"),
-      *[r for name in ("query", "key", "value") for r in (
-          Rule(f"{layer}attention.self.{name}.weight", f"{stack}attention/{name}/kernel", "linear"),
-          Rule(f"{layer}attention.self.{name}.bias", f"{stack}attention/{name}/bias", "bias"))],
-      Rule(f"{layer}attention.output.dense.weight", f"{stack}attention/out/kernel", "linear", 2),
-      Rule(f"{layer}attention.output.dense.bias", f"{stack}attention/out/bias"),
-      Rule(f"{layer}attention.output.LayerNorm.weight", f"{stack}attention_norm/scale"),
-      Rule(f"{layer}attention.output.LayerNorm.bias", f"{stack}attention_norm/bias"),
-      Rule(f"{layer}intermediate.dense.weight", f"{stack}mlp/intermediate/kernel", "linear"),
-      Rule(f"{layer}intermediate.dense.bias", f"{stack}mlp/intermediate/bias"),
-      Rule(f"{layer}output.dense.weight", f"{stack}mlp/output/kernel", "linear"),
-      Rule(f"{layer}output.dense.bias", f"{stack}mlp/output/bias"),
-      Rule(f"{layer}output.LayerNorm.weight", f"{stack}mlp_norm/scale"),
-      Rule(f"{layer}output.LayerNorm.bias", f"{stack}mlp_norm/bias"),
+      *embedding_rules(f"{hf}embeddings.", f"{ours}embeddings/",
+                       ("word_embeddings", "position_embeddings", "token_type_embeddings")),
+      *qkv_projections(f"{layer}attention.self.", f"{stack}attention/"),
+      *linear(f"{layer}attention.output.dense", f"{stack}attention/out", in_dims=2),
+      *layer_norm(f"{layer}attention.output.LayerNorm", f"{stack}attention_norm"),
+      *linear(f"{layer}intermediate.dense", f"{stack}mlp/intermediate"),
+      *linear(f"{layer}output.dense", f"{stack}mlp/output"),
+      *layer_norm(f"{layer}output.LayerNorm", f"{stack}mlp_norm"),
   ]
 
 
+def embedding_rules(hf: str, ours: str, tables: tuple[str, ...], norm: str = "LayerNorm"
+                    ) -> list[Rule]:
+  """BERT-style embeddings: the lookup `tables` (named alike on both sides) and their norm."""
+  return ([embedding(f"{hf}{name}", f"{ours}{name}") for name in tables]
+          + layer_norm(f"{hf}{norm}", f"{ours}layer_norm"))
+
+
 def mlm_head_rules(hf: str = "cls.predictions.", ours: str = "mlm_head/") -> list[Rule]:
-  return [Rule(f"{hf}transform.dense.weight", f"{ours}transform/kernel", "linear"),
-          Rule(f"{hf}transform.dense.bias", f"{ours}transform/bias"),
-          Rule(f"{hf}transform.LayerNorm.weight", f"{ours}transform_norm/scale"),
-          Rule(f"{hf}transform.LayerNorm.bias", f"{ours}transform_norm/bias"),
-          Rule(f"{hf}bias", f"{ours}bias")]
+  return lm_transform_rules(f"{hf}transform.dense", f"{hf}transform.LayerNorm", f"{hf}bias", ours)
+
+
+def lm_transform_rules(dense: str, norm: str, bias: str, ours: str) -> list[Rule]:
+  """An MLM head (models.bert.model.MlmHead): a dense + LayerNorm transform, then the decoder's
+  `bias` (transformers' layer names are given whole: they differ by family)."""
+  return (linear(dense, f"{ours}transform") + layer_norm(norm, f"{ours}transform_norm")
+          + [Rule(bias, f"{ours}bias")])
 
 
 class BertFamily(Family):
@@ -88,16 +86,9 @@ class BertFamily(Family):
   pooled_kinds = bert_tasks.POOLED
   # position_ids is a buffer; the decoder is tied to the word embeddings and its bias.
   ignored_keys = (r".*position_ids", r"cls\.predictions\.decoder\.(weight|bias)")
-
-  def make_module(self, architecture: str, config: bert.BertConfig):
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return self.task_module(kind, config)
-    return {"BertModel": bert.BertModel, "BertForPreTraining": bert.BertForPreTraining,
-            "BertForMaskedLM": bert.BertForMaskedLM}[architecture](config)
-
-  def task_module(self, kind: str, config: bert.BertConfig):
-    return bert_tasks.task_model(kind, config)
+  modules = {"BertModel": bert.BertModel, "BertForPreTraining": bert.BertForPreTraining,
+             "BertForMaskedLM": bert.BertForMaskedLM}
+  task_models = bert_tasks
 
   def encoder_rules(self, hf: str, ours: str, config: bert.BertConfig) -> list[Rule]:
     return encoder_rules(hf, ours)
@@ -107,7 +98,5 @@ class BertFamily(Family):
       return self.encoder_rules("", "", config) + self.pooler_rules("", "")
     rules = self.encoder_rules("bert.", "bert/", config) + mlm_head_rules()
     if architecture == "BertForPreTraining":
-      rules += self.pooler_rules("bert.", "bert/") + [
-          Rule("cls.seq_relationship.weight", "nsp_head/kernel", "linear"),
-          Rule("cls.seq_relationship.bias", "nsp_head/bias")]
+      rules += self.pooler_rules("bert.", "bert/") + linear("cls.seq_relationship", "nsp_head")
     return rules

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from bertjax.models.bert.hf import BertFamily, ENCODER_FIELDS
 from bertjax.hf import tasks
 from bertjax.hf.config_map import ConfigMap, same
-from bertjax.hf.mapping import Rule
+from bertjax.hf.mapping import Rule, layer_norm, linear
 from bertjax.layers.long_attention import sparse
 from bertjax.models import bigbird
 from bertjax.models.bigbird import tasks as bigbird_tasks
@@ -49,6 +49,7 @@ class BigBirdFamily(BertFamily):
   task_heads = TASK_HEADS
   pooled_kinds = bigbird_tasks.POOLED
   pooler_layer = "pooler"  # a bare Linear (BERT's is `pooler.dense`)
+  task_models = bigbird_tasks
   # The MLM model's checkpoint also holds the (unused) pooler.
   ignored_keys = BertFamily.ignored_keys + (r"bert\.pooler\.(weight|bias)",)
 
@@ -76,9 +77,6 @@ class BigBirdFamily(BertFamily):
   def make_module(self, architecture: str, config: bigbird.BigBirdConfig):
     return super().make_module(_AS_BERT.get(architecture, architecture), config)
 
-  def task_module(self, kind: str, config: bigbird.BigBirdConfig):
-    return bigbird_tasks.task_model(kind, config)
-
   def model_rules(self, architecture: str, config: bigbird.BigBirdConfig) -> list[Rule]:
     return super().model_rules(_AS_BERT.get(architecture, architecture), config)
 
@@ -91,8 +89,7 @@ class BigBirdFamily(BertFamily):
 
 def question_answering_head_rules(hf: str = "qa_classifier.", ours: str = "head/") -> list[Rule]:
   """BigBirdForQuestionAnsweringHead: a feed-forward block and LayerNorm before qa_outputs."""
-  return (tasks.linear(f"{hf}intermediate.dense", f"{ours}mlp/intermediate")
-          + tasks.linear(f"{hf}output.dense", f"{ours}mlp/output")
-          + [Rule(f"{hf}output.LayerNorm.weight", f"{ours}mlp_norm/scale"),
-             Rule(f"{hf}output.LayerNorm.bias", f"{ours}mlp_norm/bias")]
-          + tasks.linear(f"{hf}qa_outputs", f"{ours}out"))
+  return (linear(f"{hf}intermediate.dense", f"{ours}mlp/intermediate")
+          + linear(f"{hf}output.dense", f"{ours}mlp/output")
+          + layer_norm(f"{hf}output.LayerNorm", f"{ours}mlp_norm")
+          + linear(f"{hf}qa_outputs", f"{ours}out"))

@@ -13,8 +13,23 @@ from bertjax.layers import activations, attention
 from bertjax.models.common import positions
 
 
+class AttentionAndLabels:
+  """What a config with `hidden_size`, `num_heads` and `labels` derives from them."""
+
+  @property
+  def head_dim(self) -> int:
+    return self.hidden_size // self.num_heads
+
+  @property
+  def num_labels(self) -> int:
+    return len(self.labels)
+
+  def replace(self, **changes) -> Self:
+    return dataclasses.replace(self, **changes)
+
+
 @dataclasses.dataclass(frozen=True)
-class EncoderConfig:
+class EncoderConfig(AttentionAndLabels):
   vocab_size: int = 30522
   hidden_size: int = 768
   num_layers: int = 12
@@ -68,22 +83,11 @@ class EncoderConfig:
     check_labels(self)
 
   @property
-  def head_dim(self) -> int:
-    return self.hidden_size // self.num_heads
-
-  @property
-  def num_labels(self) -> int:
-    return len(self.labels)
-
-  @property
   def max_positions(self) -> int | None:
     """How many tokens one input row may hold: the rows of the absolute position table
     (a family whose table starts at an offset, or that has none, says so); None for
     rotary positions, which have no table."""
     return None if positions.is_rotary(self) else self.max_position_embeddings
-
-  def replace(self, **changes) -> Self:
-    return dataclasses.replace(self, **changes)
 
 
 def check_labels(config) -> None:

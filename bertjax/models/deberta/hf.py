@@ -3,11 +3,11 @@ and DebertaV2Model / DebertaV2ForMaskedLM ('deberta-v2', v2 and v3 checkpoints),
 task classes (models/deberta/tasks.py)."""
 from typing import Any, Mapping
 
-from bertjax.models.bert.hf import ENCODER_FIELDS, mlm_head_rules
+from bertjax.models.bert.hf import ENCODER_FIELDS, lm_transform_rules, mlm_head_rules
 from bertjax.hf import tasks
 from bertjax.hf.config_map import ConfigMap, Field, same
 from bertjax.hf.family import Family
-from bertjax.hf.mapping import Rule
+from bertjax.hf.mapping import Rule, embedding, layer_norm, linear
 from bertjax.models import deberta
 from bertjax.models.deberta import tasks as deberta_tasks
 
@@ -59,21 +59,19 @@ def _config_map(version: int) -> ConfigMap:
 
 def embedding_rules(hf: str, ours: str, config: deberta.DebertaConfig) -> list[Rule]:
   e, o = f"{hf}embeddings.", f"{ours}embeddings/"
-  rules = [Rule(f"{e}word_embeddings.weight", f"{o}word_embeddings/embedding"),
-           Rule(f"{e}LayerNorm.weight", f"{o}layer_norm/scale"),
-           Rule(f"{e}LayerNorm.bias", f"{o}layer_norm/bias")]
+  rules = [embedding(f"{e}word_embeddings", f"{o}word_embeddings"),
+           *layer_norm(f"{e}LayerNorm", f"{o}layer_norm")]
   if config.position_biased_input:
-    rules.append(Rule(f"{e}position_embeddings.weight", f"{o}position_embeddings/embedding"))
+    rules.append(embedding(f"{e}position_embeddings", f"{o}position_embeddings"))
   if config.type_vocab_size:
-    rules.append(Rule(f"{e}token_type_embeddings.weight", f"{o}token_type_embeddings/embedding"))
+    rules.append(embedding(f"{e}token_type_embeddings", f"{o}token_type_embeddings"))
   if config.embed_dim != config.hidden_size:
-    rules.append(Rule(f"{e}embed_proj.weight", f"{o}embed_proj/kernel", "linear"))
+    rules += linear(f"{e}embed_proj", f"{o}embed_proj", bias=False)
   return rules
 
 
 def _linear(hf: str, ours: str, bias: bool = True) -> list[Rule]:
-  rules = [Rule(f"{hf}.weight", f"{ours}/kernel", "linear")]
-  return rules + [Rule(f"{hf}.bias", f"{ours}/bias", "bias")] if bias else rules
+  return linear(hf, ours, bias=bias, bias_kind="bias")
 
 
 def attention_rules(hf: str, ours: str, config: deberta.DebertaConfig) -> list[Rule]:
@@ -102,19 +100,15 @@ def encoder_rules(hf: str, ours: str, config: deberta.DebertaConfig) -> list[Rul
   layer, stack = f"{hf}encoder.layer.{{layer}}.", f"{ours}encoder/stack/layers/"
   rules = embedding_rules(hf, ours, config) + attention_rules(
       f"{layer}attention.self.", f"{stack}attention/", config) + [
-      Rule(f"{layer}attention.output.dense.weight", f"{stack}attention/out/kernel", "linear", 2),
-      Rule(f"{layer}attention.output.dense.bias", f"{stack}attention/out/bias"),
-      Rule(f"{layer}attention.output.LayerNorm.weight", f"{stack}attention_norm/scale"),
-      Rule(f"{layer}attention.output.LayerNorm.bias", f"{stack}attention_norm/bias"),
+      *linear(f"{layer}attention.output.dense", f"{stack}attention/out", in_dims=2),
+      *layer_norm(f"{layer}attention.output.LayerNorm", f"{stack}attention_norm"),
       *_linear(f"{layer}intermediate.dense", f"{stack}mlp/intermediate"),
       *_linear(f"{layer}output.dense", f"{stack}mlp/output"),
-      Rule(f"{layer}output.LayerNorm.weight", f"{stack}mlp_norm/scale"),
-      Rule(f"{layer}output.LayerNorm.bias", f"{stack}mlp_norm/bias")]
+      *layer_norm(f"{layer}output.LayerNorm", f"{stack}mlp_norm")]
   if config.relative_attention:
-    rules.append(Rule(f"{hf}encoder.rel_embeddings.weight", f"{ours}encoder/rel_embeddings/embedding"))
+    rules.append(embedding(f"{hf}encoder.rel_embeddings", f"{ours}encoder/rel_embeddings"))
     if config.version == 2 and config.norm_rel_ebd:
-      rules += [Rule(f"{hf}encoder.LayerNorm.weight", f"{ours}encoder/rel_norm/scale"),
-                Rule(f"{hf}encoder.LayerNorm.bias", f"{ours}encoder/rel_norm/bias")]
+      rules += layer_norm(f"{hf}encoder.LayerNorm", f"{ours}encoder/rel_norm")
   return rules
 
 
@@ -122,11 +116,7 @@ def head_rules(config: deberta.DebertaConfig) -> list[Rule]:
   if config.legacy_mlm_head:
     return mlm_head_rules("cls.predictions.", "mlm_head/")
   hf = "lm_predictions.lm_head."
-  return [Rule(f"{hf}dense.weight", "mlm_head/transform/kernel", "linear"),
-          Rule(f"{hf}dense.bias", "mlm_head/transform/bias"),
-          Rule(f"{hf}LayerNorm.weight", "mlm_head/transform_norm/scale"),
-          Rule(f"{hf}LayerNorm.bias", "mlm_head/transform_norm/bias"),
-          Rule(f"{hf}bias", "mlm_head/bias")]
+  return lm_transform_rules(f"{hf}dense", f"{hf}LayerNorm", f"{hf}bias", "mlm_head/")
 
 
 def _check_pooler(hf_config: Mapping[str, Any]) -> None:

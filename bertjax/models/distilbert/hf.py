@@ -4,8 +4,9 @@ MultipleChoice}."""
 from bertjax.hf import tasks
 from bertjax.hf.config_map import COMPUTE_DTYPE, ConfigMap, Field, same
 from bertjax.hf.family import Family
-from bertjax.hf.mapping import Rule
+from bertjax.hf.mapping import Rule, layer_norm, linear, qkv_projections
 from bertjax.models import distilbert
+from bertjax.models.bert.hf import embedding_rules, lm_transform_rules
 from bertjax.models.distilbert import tasks as distilbert_tasks
 
 # The reference has no token types and fixes LayerNorm eps at 1e-12 (our config's defaults).
@@ -33,36 +34,22 @@ TASK_HEADS = {
 def encoder_rules(hf: str, ours: str) -> list[Rule]:
   layer = f"{hf}transformer.layer.{{layer}}."
   stack = f"{ours}encoder/layers/"
-  rules = [
-      Rule(f"{hf}embeddings.word_embeddings.weight", f"{ours}embeddings/word_embeddings/embedding"),
-      Rule(f"{hf}embeddings.position_embeddings.weight",
-           f"{ours}embeddings/position_embeddings/embedding"),
-      Rule(f"{hf}embeddings.LayerNorm.weight", f"{ours}embeddings/layer_norm/scale"),
-      Rule(f"{hf}embeddings.LayerNorm.bias", f"{ours}embeddings/layer_norm/bias"),
-  ]
-  for theirs, name in (("q_lin", "query"), ("k_lin", "key"), ("v_lin", "value")):
-    rules += [Rule(f"{layer}attention.{theirs}.weight", f"{stack}attention/{name}/kernel", "linear"),
-              Rule(f"{layer}attention.{theirs}.bias", f"{stack}attention/{name}/bias", "bias")]
-  return rules + [
-      Rule(f"{layer}attention.out_lin.weight", f"{stack}attention/out/kernel", "linear", 2),
-      Rule(f"{layer}attention.out_lin.bias", f"{stack}attention/out/bias"),
-      Rule(f"{layer}sa_layer_norm.weight", f"{stack}attention_norm/scale"),
-      Rule(f"{layer}sa_layer_norm.bias", f"{stack}attention_norm/bias"),
-      Rule(f"{layer}ffn.lin1.weight", f"{stack}mlp/intermediate/kernel", "linear"),
-      Rule(f"{layer}ffn.lin1.bias", f"{stack}mlp/intermediate/bias"),
-      Rule(f"{layer}ffn.lin2.weight", f"{stack}mlp/output/kernel", "linear"),
-      Rule(f"{layer}ffn.lin2.bias", f"{stack}mlp/output/bias"),
-      Rule(f"{layer}output_layer_norm.weight", f"{stack}mlp_norm/scale"),
-      Rule(f"{layer}output_layer_norm.bias", f"{stack}mlp_norm/bias"),
+  return [
+      *embedding_rules(f"{hf}embeddings.", f"{ours}embeddings/",
+                       ("word_embeddings", "position_embeddings")),
+      *qkv_projections(f"{layer}attention.", f"{stack}attention/",
+                       {"q_lin": "query", "k_lin": "key", "v_lin": "value"}),
+      *linear(f"{layer}attention.out_lin", f"{stack}attention/out", in_dims=2),
+      *layer_norm(f"{layer}sa_layer_norm", f"{stack}attention_norm"),
+      *linear(f"{layer}ffn.lin1", f"{stack}mlp/intermediate"),
+      *linear(f"{layer}ffn.lin2", f"{stack}mlp/output"),
+      *layer_norm(f"{layer}output_layer_norm", f"{stack}mlp_norm"),
   ]
 
 
 def mlm_head_rules() -> list[Rule]:
-  return [Rule("vocab_transform.weight", "mlm_head/transform/kernel", "linear"),
-          Rule("vocab_transform.bias", "mlm_head/transform/bias"),
-          Rule("vocab_layer_norm.weight", "mlm_head/transform_norm/scale"),
-          Rule("vocab_layer_norm.bias", "mlm_head/transform_norm/bias"),
-          Rule("vocab_projector.bias", "mlm_head/bias")]
+  return lm_transform_rules("vocab_transform", "vocab_layer_norm", "vocab_projector.bias",
+                            "mlm_head/")
 
 
 class DistilBertFamily(Family):
@@ -79,6 +66,9 @@ class DistilBertFamily(Family):
   ignored_keys = (r".*position_ids", r"vocab_projector\.weight")
   task_encoder_prefix = "distilbert."
   task_heads = TASK_HEADS
+  modules = {"DistilBertModel": distilbert.DistilBertModel,
+             "DistilBertForMaskedLM": distilbert.DistilBertForMaskedLM}
+  task_models = distilbert_tasks
 
   # A config whose LayerNorm eps transformers cannot represent is refused.
   def config_to_hf(self, config: distilbert.DistilBertConfig, architecture: str) -> dict:
@@ -86,13 +76,6 @@ class DistilBertFamily(Family):
       raise ValueError(f"DistilBERT's reference fixes LayerNorm eps at 1e-12; this config has "
                        f"{config.layer_norm_eps}, which transformers cannot represent.")
     return super().config_to_hf(config, architecture)
-
-  def make_module(self, architecture: str, config: distilbert.DistilBertConfig):
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return distilbert_tasks.task_model(kind, config)
-    return {"DistilBertModel": distilbert.DistilBertModel,
-            "DistilBertForMaskedLM": distilbert.DistilBertForMaskedLM}[architecture](config)
 
   def encoder_rules(self, hf: str, ours: str, config: distilbert.DistilBertConfig) -> list[Rule]:
     return encoder_rules(hf, ours)

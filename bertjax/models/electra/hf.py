@@ -13,7 +13,7 @@ from bertjax.models.bert.hf import ENCODER_FIELDS
 from bertjax.hf import tasks
 from bertjax.hf.config_map import ConfigMap, Field, same
 from bertjax.hf.family import Family
-from bertjax.hf.mapping import Rule
+from bertjax.hf.mapping import Rule, linear
 from bertjax.models import electra
 from bertjax.models.electra import tasks as electra_tasks
 
@@ -48,8 +48,7 @@ _MODULES = {
 def encoder_rules(hf: str, ours: str, config: electra.ElectraConfig) -> list[Rule]:
   rules = bert_hf.encoder_rules(hf, ours)
   if config.embedding_size != config.hidden_size:
-    rules += [Rule(f"{hf}embeddings_project.weight", f"{ours}embeddings_project/kernel", "linear"),
-              Rule(f"{hf}embeddings_project.bias", f"{ours}embeddings_project/bias")]
+    rules += linear(f"{hf}embeddings_project", f"{ours}embeddings_project")
   return rules
 
 
@@ -68,6 +67,8 @@ class ElectraFamily(Family):
   ignored_keys = (r".*position_ids", r".*embeddings\.token_type_ids", r"generator_lm_head\.weight")
   task_encoder_prefix = "electra."
   task_heads = TASK_HEADS
+  modules = _MODULES
+  task_models = electra_tasks
 
   # summary_type is one of our poolings; without embedding_size, the embeddings are as wide
   # as the hidden states (no projection).
@@ -80,12 +81,6 @@ class ElectraFamily(Family):
     values.setdefault("embedding_size", values.get("hidden_size", 256))
     return electra.ElectraConfig(**values)
 
-  def make_module(self, architecture: str, config: electra.ElectraConfig):
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return electra_tasks.task_model(kind, config)
-    return _MODULES[architecture](config)
-
   def encoder_rules(self, hf: str, ours: str, config: electra.ElectraConfig) -> list[Rule]:
     return encoder_rules(hf, ours, config)
 
@@ -94,17 +89,10 @@ class ElectraFamily(Family):
       return encoder_rules("", "", config)
     rules = encoder_rules("electra.", "electra/", config)
     if architecture == "ElectraForPreTraining":
-      return rules + [
-          Rule("discriminator_predictions.dense.weight", "discriminator_head/dense/kernel", "linear"),
-          Rule("discriminator_predictions.dense.bias", "discriminator_head/dense/bias"),
-          Rule("discriminator_predictions.dense_prediction.weight",
-               "discriminator_head/prediction/kernel", "linear"),
-          Rule("discriminator_predictions.dense_prediction.bias",
-               "discriminator_head/prediction/bias")]
-    return rules + [
-        Rule("generator_predictions.dense.weight", "generator_head/transform/kernel", "linear"),
-        Rule("generator_predictions.dense.bias", "generator_head/transform/bias"),
-        Rule("generator_predictions.LayerNorm.weight", "generator_head/transform_norm/scale"),
-        Rule("generator_predictions.LayerNorm.bias", "generator_head/transform_norm/bias"),
-        Rule("generator_lm_head.bias", "generator_head/bias")]
+      return (rules + linear("discriminator_predictions.dense", "discriminator_head/dense")
+              + linear("discriminator_predictions.dense_prediction",
+                       "discriminator_head/prediction"))
+    return rules + bert_hf.lm_transform_rules("generator_predictions.dense",
+                                              "generator_predictions.LayerNorm",
+                                              "generator_lm_head.bias", "generator_head/")
 

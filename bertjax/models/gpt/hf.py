@@ -13,7 +13,7 @@ import numpy as np
 
 from bertjax.hf.config_map import ConfigMap, Field, same
 from bertjax.hf.family import Family
-from bertjax.hf.mapping import Rule
+from bertjax.hf.mapping import Rule, embedding, layer_norm, linear, qkv_projections
 from bertjax.models import gpt
 
 _CONV1D = re.compile(r"(.*\.(?:c_attn|c_proj|c_fc))\.weight")
@@ -23,19 +23,14 @@ _QKV = ("q", "k", "v")
 
 def _layer_rules(hf: str, ours: str) -> list[Rule]:
   layer, stack = f"{hf}h.{{layer}}.", f"{ours}decoder/layers/"
-  rules = [*[r for part, name in zip(_QKV, ("query", "key", "value")) for r in (
-      Rule(f"{layer}attn.c_attn.{part}.weight", f"{stack}attention/{name}/kernel", "linear"),
-      Rule(f"{layer}attn.c_attn.{part}.bias", f"{stack}attention/{name}/bias", "bias"))],
-           Rule(f"{layer}attn.c_proj.weight", f"{stack}attention/out/kernel", "linear", 2),
-           Rule(f"{layer}attn.c_proj.bias", f"{stack}attention/out/bias"),
-           Rule(f"{layer}mlp.c_fc.weight", f"{stack}mlp/intermediate/kernel", "linear"),
-           Rule(f"{layer}mlp.c_fc.bias", f"{stack}mlp/intermediate/bias"),
-           Rule(f"{layer}mlp.c_proj.weight", f"{stack}mlp/output/kernel", "linear"),
-           Rule(f"{layer}mlp.c_proj.bias", f"{stack}mlp/output/bias")]
+  rules = [*qkv_projections(f"{layer}attn.c_attn.", f"{stack}attention/",
+                            dict(zip(_QKV, ("query", "key", "value")))),
+           *linear(f"{layer}attn.c_proj", f"{stack}attention/out", 2),
+           *linear(f"{layer}mlp.c_fc", f"{stack}mlp/intermediate"),
+           *linear(f"{layer}mlp.c_proj", f"{stack}mlp/output")]
   # Both references call the attention's norm ln_1, before (GPT-2) or after (GPT) it.
   for hf_norm, our_norm in (("ln_1", "attention_norm"), ("ln_2", "mlp_norm")):
-    rules += [Rule(f"{layer}{hf_norm}.weight", f"{stack}{our_norm}/scale"),
-              Rule(f"{layer}{hf_norm}.bias", f"{stack}{our_norm}/bias")]
+    rules += layer_norm(f"{layer}{hf_norm}", f"{stack}{our_norm}")
   return rules
 
 
@@ -47,12 +42,11 @@ class _GPTFamily(Family):
   def model_rules(self, architecture: str, config: gpt.GPTConfig) -> list[Rule]:
     hf = "transformer." if architecture.endswith("LMHeadModel") else ""
     ours = "transformer/" if architecture.endswith("LMHeadModel") else ""
-    rules = [Rule(f"{hf}{self.token_table}.weight", f"{ours}token_embeddings/embedding"),
-             Rule(f"{hf}{self.position_table}.weight", f"{ours}position_embeddings/embedding"),
+    rules = [embedding(f"{hf}{self.token_table}", f"{ours}token_embeddings"),
+             embedding(f"{hf}{self.position_table}", f"{ours}position_embeddings"),
              *_layer_rules(hf, ours)]
     if config.pre_norm:
-      rules += [Rule(f"{hf}ln_f.weight", f"{ours}final_norm/scale"),
-                Rule(f"{hf}ln_f.bias", f"{ours}final_norm/bias")]
+      rules += layer_norm(f"{hf}ln_f", f"{ours}final_norm")
     return rules
 
   def make_module(self, architecture: str, config: gpt.GPTConfig):

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from bertjax.hf import tasks
 from bertjax.hf.config_map import same
-from bertjax.hf.mapping import Rule
+from bertjax.hf.mapping import Rule, qkv_projections
 from bertjax.models.roberta.hf import RobertaFamily, lm_head_rules
 from bertjax.layers.long_attention import sparse
 from bertjax.models import longformer
@@ -23,11 +23,9 @@ CONFIG_MAP = dataclasses.replace(RobertaFamily.config_map, model="Longformer",
 
 
 def global_projection_rules(hf: str, ours: str) -> list[Rule]:
-  layer = f"{hf}encoder.layer.{{layer}}.attention.self."
-  stack = f"{ours}encoder/layers/attention/"
-  return [r for name in ("query_global", "key_global", "value_global") for r in (
-      Rule(f"{layer}{name}.weight", f"{stack}{name}/kernel", "linear"),
-      Rule(f"{layer}{name}.bias", f"{stack}{name}/bias", "bias"))]
+  names = {f"{name}_global": f"{name}_global" for name in ("query", "key", "value")}
+  return qkv_projections(f"{hf}encoder.layer.{{layer}}.attention.self.",
+                         f"{ours}encoder/layers/attention/", names)
 
 
 class LongformerFamily(RobertaFamily):
@@ -41,6 +39,9 @@ class LongformerFamily(RobertaFamily):
       **tasks.architectures("Longformer", longformer_tasks.KINDS),
   }
   task_encoder_prefix = "longformer."
+  modules = {"LongformerModel": longformer.LongformerModel,
+             "LongformerForMaskedLM": longformer.LongformerForMaskedLM}
+  task_models = longformer_tasks
 
   # attention_window (the full window 2w, one per layer or one for all) <-> our attention's w.
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> longformer.LongformerConfig:
@@ -62,15 +63,6 @@ class LongformerFamily(RobertaFamily):
     window = config.attention.window
     full = [2 * w for w in window] if isinstance(window, tuple) else 2 * window
     return {**super().config_to_hf(config, architecture), "attention_window": full}
-
-  def make_module(self, architecture: str, config: longformer.LongformerConfig):
-    if tasks.kind_of(architecture):
-      return super().make_module(architecture, config)
-    return {"LongformerModel": longformer.LongformerModel,
-            "LongformerForMaskedLM": longformer.LongformerForMaskedLM}[architecture](config)
-
-  def task_module(self, kind: str, config: longformer.LongformerConfig):
-    return longformer_tasks.task_model(kind, config)
 
   def encoder_rules(self, hf: str, ours: str, config: longformer.LongformerConfig) -> list[Rule]:
     return super().encoder_rules(hf, ours, config) + global_projection_rules(hf, ours)

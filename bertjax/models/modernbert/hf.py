@@ -15,7 +15,7 @@ import numpy as np
 from bertjax.hf import tasks
 from bertjax.hf.config_map import COMPUTE_DTYPE, ConfigMap, Field, same
 from bertjax.hf.family import Family
-from bertjax.hf.mapping import Rule
+from bertjax.hf.mapping import Rule, embedding, layer_norm, linear
 from bertjax.models import modernbert
 from bertjax.models.modernbert import tasks as modernbert_tasks
 
@@ -58,42 +58,34 @@ def _fused_name(prefix: str) -> str:
   return ".".join(prefix.split(".")[-2:])
 
 
-def _norm_rules(hf: str, ours: str, config) -> list[Rule]:
-  rules = [Rule(f"{hf}.weight", f"{ours}/scale")]
-  return rules + ([Rule(f"{hf}.bias", f"{ours}/bias")] if config.norm_bias else [])
-
-
-def _linear_rules(hf: str, ours: str, with_bias: bool, in_dims: int = 1,
-                  bias_kind: str = "copy") -> list[Rule]:
-  rules = [Rule(f"{hf}.weight", f"{ours}/kernel", "linear", in_dims)]
-  return rules + ([Rule(f"{hf}.bias", f"{ours}/bias", bias_kind)] if with_bias else [])
+def _norm(hf: str, ours: str, config) -> list[Rule]:
+  return layer_norm(hf, ours, bias=config.norm_bias)
 
 
 def encoder_rules(hf: str, ours: str, config) -> list[Rule]:
   """ModernBertModel's tensors (`hf` / `ours`: the prefixes of its tensors)."""
-  rules = [Rule(f"{hf}embeddings.tok_embeddings.weight",
-                f"{ours}embeddings/word_embeddings/embedding"),
-           *_norm_rules(f"{hf}embeddings.norm", f"{ours}embeddings/norm", config)]
+  rules = [embedding(f"{hf}embeddings.tok_embeddings", f"{ours}embeddings/word_embeddings"),
+           *_norm(f"{hf}embeddings.norm", f"{ours}embeddings/norm", config)]
   for i in range(config.num_layers):
     layer, stack = f"{hf}layers.{i}.", f"{ours}layers_{i}/"
     if i:  # the first layer has no attention norm
-      rules += _norm_rules(f"{layer}attn_norm", f"{stack}attention_norm", config)
+      rules += _norm(f"{layer}attn_norm", f"{stack}attention_norm", config)
     for part in _FUSED["attn.Wqkv"]:
-      rules += _linear_rules(f"{layer}attn.Wqkv.{part}", f"{stack}attention/{part}",
-                             config.attention_bias, bias_kind="bias")
-    rules += _linear_rules(f"{layer}attn.Wo", f"{stack}attention/out", config.attention_bias, 2)
-    rules += _norm_rules(f"{layer}mlp_norm", f"{stack}mlp_norm", config)
-    rules += _linear_rules(f"{layer}mlp.Wi.input", f"{stack}mlp/intermediate", config.mlp_bias)
-    rules += _linear_rules(f"{layer}mlp.Wi.gate", f"{stack}mlp/intermediate_linear",
-                           config.mlp_bias)
-    rules += _linear_rules(f"{layer}mlp.Wo", f"{stack}mlp/output", config.mlp_bias)
-  return rules + _norm_rules(f"{hf}final_norm", f"{ours}final_norm", config)
+      rules += linear(f"{layer}attn.Wqkv.{part}", f"{stack}attention/{part}",
+                      bias=config.attention_bias, bias_kind="bias")
+    rules += linear(f"{layer}attn.Wo", f"{stack}attention/out", 2, bias=config.attention_bias)
+    rules += _norm(f"{layer}mlp_norm", f"{stack}mlp_norm", config)
+    rules += linear(f"{layer}mlp.Wi.input", f"{stack}mlp/intermediate", bias=config.mlp_bias)
+    rules += linear(f"{layer}mlp.Wi.gate", f"{stack}mlp/intermediate_linear",
+                    bias=config.mlp_bias)
+    rules += linear(f"{layer}mlp.Wo", f"{stack}mlp/output", bias=config.mlp_bias)
+  return rules + _norm(f"{hf}final_norm", f"{ours}final_norm", config)
 
 
 def head_rules(hf: str, ours: str, config) -> list[Rule]:
   """transformers' ModernBertPredictionHead (`head.dense`, `head.norm`)."""
-  return (_linear_rules(f"{hf}dense", f"{ours}/dense", config.classifier_bias)
-          + _norm_rules(f"{hf}norm", f"{ours}/norm", config))
+  return (linear(f"{hf}dense", f"{ours}/dense", bias=config.classifier_bias)
+          + _norm(f"{hf}norm", f"{ours}/norm", config))
 
 
 def _rope_theta(hf_config: Mapping[str, Any], layer_type: str, old_key: str, default: float):
@@ -141,6 +133,9 @@ class ModernBertFamily(Family):
   # The MLM decoder's weight is the token table.
   ignored_keys = (r"decoder\.weight",)
   task_encoder_prefix = "model."
+  modules = {"ModernBertModel": modernbert.ModernBertModel,
+             "ModernBertForMaskedLM": modernbert.ModernBertForMaskedLM}
+  task_models = modernbert_tasks
 
   # The rotary bases and the global-layer pattern, each in two layouts (_rope_theta, _every_n).
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> modernbert.ModernBertConfig:
@@ -156,19 +151,12 @@ class ModernBertFamily(Family):
             "rope_parameters": {_GLOBAL: _rope(config.rotary_base),
                                 _LOCAL: _rope(config.local_rotary_base)}}
 
-  def make_module(self, architecture: str, config: modernbert.ModernBertConfig):
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return modernbert_tasks.task_model(kind, config)
-    return {"ModernBertModel": modernbert.ModernBertModel,
-            "ModernBertForMaskedLM": modernbert.ModernBertForMaskedLM}[architecture](config)
-
   def encoder_rules(self, hf: str, ours: str, config: modernbert.ModernBertConfig) -> list[Rule]:
     return encoder_rules(hf, ours, config)
 
   # Every kind's head is the prediction head (dense, norm) and `classifier`.
   def task_head_rules(self, kind: str, config: modernbert.ModernBertConfig) -> list[Rule]:
-    return head_rules("head.", "head", config) + tasks.linear("classifier", "head/out")
+    return head_rules("head.", "head", config) + linear("classifier", "head/out")
 
   def model_rules(self, architecture: str, config: modernbert.ModernBertConfig) -> list[Rule]:
     if architecture == "ModernBertModel":

@@ -7,7 +7,7 @@ one; only the heads' tensor names and the module classes differ.
 import dataclasses
 
 from bertjax.hf import tasks
-from bertjax.models.bert.hf import BertFamily
+from bertjax.models.bert.hf import BertFamily, lm_transform_rules
 from bertjax.hf.mapping import Rule
 from bertjax.models import roberta
 from bertjax.models.roberta import tasks as roberta_tasks
@@ -26,11 +26,7 @@ CONFIG_MAP = dataclasses.replace(
 
 
 def lm_head_rules(hf: str = "lm_head.", ours: str = "lm_head/") -> list[Rule]:
-  return [Rule(f"{hf}dense.weight", f"{ours}transform/kernel", "linear"),
-          Rule(f"{hf}dense.bias", f"{ours}transform/bias"),
-          Rule(f"{hf}layer_norm.weight", f"{ours}transform_norm/scale"),
-          Rule(f"{hf}layer_norm.bias", f"{ours}transform_norm/bias"),
-          Rule(f"{hf}bias", f"{ours}bias")]
+  return lm_transform_rules(f"{hf}dense", f"{hf}layer_norm", f"{hf}bias", ours)
 
 
 class RobertaFamily(BertFamily):
@@ -48,15 +44,8 @@ class RobertaFamily(BertFamily):
   pooled_kinds = roberta_tasks.POOLED
   # Buffers, and the decoder tied to the word embeddings and to lm_head.bias.
   ignored_keys = (r".*position_ids", r".*token_type_ids", r"lm_head\.decoder\.(weight|bias)")
-
-  def make_module(self, architecture: str, config: roberta.RobertaConfig):
-    if tasks.kind_of(architecture):
-      return super().make_module(architecture, config)
-    return {"RobertaModel": roberta.RobertaModel,
-            "RobertaForMaskedLM": roberta.RobertaForMaskedLM}[architecture](config)
-
-  def task_module(self, kind: str, config: roberta.RobertaConfig):
-    return roberta_tasks.task_model(kind, config)
+  modules = {"RobertaModel": roberta.RobertaModel, "RobertaForMaskedLM": roberta.RobertaForMaskedLM}
+  task_models = roberta_tasks
 
   def model_rules(self, architecture: str, config: roberta.RobertaConfig) -> list[Rule]:
     if architecture == "RobertaModel":

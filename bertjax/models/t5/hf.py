@@ -8,7 +8,7 @@ with `tie_word_embeddings: false`, which transformers loads untied.
 from typing import Any, Mapping
 
 from bertjax.hf.config_map import ConfigMap, Field, same
-from bertjax.hf.mapping import Rule
+from bertjax.hf.mapping import Rule, embedding, linear
 from bertjax.hf.seq2seq import Seq2SeqFamily
 from bertjax.models import t5
 
@@ -29,16 +29,25 @@ CONFIG_MAP = ConfigMap(
 _ATTENTION = {"q": "query", "k": "key", "v": "value"}
 
 
+# T5's Linears have no bias, and its norms (RMSNorm) only a scale.
+def _linear(hf: str, ours: str, in_dims: int = 1) -> list[Rule]:
+  return linear(hf, ours, in_dims, bias=False)
+
+
+def _norm(hf: str, ours: str) -> Rule:
+  return Rule(f"{hf}.weight", f"{ours}/scale")
+
+
 def _attention_rules(hf: str, ours: str) -> list[Rule]:
-  return [*[Rule(f"{hf}.{a}.weight", f"{ours}/{b}/kernel", "linear") for a, b in _ATTENTION.items()],
-          Rule(f"{hf}.o.weight", f"{ours}/out/kernel", "linear", 2)]
+  return [*[r for a, b in _ATTENTION.items() for r in _linear(f"{hf}.{a}", f"{ours}/{b}")],
+          *_linear(f"{hf}.o", f"{ours}/out", 2)]
 
 
 def _mlp_rules(hf: str, ours: str, gated: bool) -> list[Rule]:
-  inputs = ([Rule(f"{hf}.wi_0.weight", f"{ours}/intermediate/kernel", "linear"),
-             Rule(f"{hf}.wi_1.weight", f"{ours}/intermediate_linear/kernel", "linear")]
-            if gated else [Rule(f"{hf}.wi.weight", f"{ours}/intermediate/kernel", "linear")])
-  return inputs + [Rule(f"{hf}.wo.weight", f"{ours}/output/kernel", "linear")]
+  inputs = ({"wi_0": "intermediate", "wi_1": "intermediate_linear"} if gated
+            else {"wi": "intermediate"})
+  return [r for theirs, name in {**inputs, "wo": "output"}.items()
+          for r in _linear(f"{hf}.{theirs}", f"{ours}/{name}")]
 
 
 def stack_rules(side: str, ours: str, gated: bool) -> list[Rule]:
@@ -47,17 +56,17 @@ def stack_rules(side: str, ours: str, gated: bool) -> list[Rule]:
   layers = f"{ours}/layers"
   ff = 2 if side == "decoder" else 1
   rules = [
-      Rule(f"{side}.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
-           f"{ours}/relative_bias/embedding"),
+      embedding(f"{side}.block.0.layer.0.SelfAttention.relative_attention_bias",
+                f"{ours}/relative_bias"),
       *_attention_rules(f"{block}.0.SelfAttention", f"{layers}/self_attention"),
-      Rule(f"{block}.0.layer_norm.weight", f"{layers}/self_attention_norm/scale"),
+      _norm(f"{block}.0.layer_norm", f"{layers}/self_attention_norm"),
       *_mlp_rules(f"{block}.{ff}.DenseReluDense", f"{layers}/mlp", gated),
-      Rule(f"{block}.{ff}.layer_norm.weight", f"{layers}/mlp_norm/scale"),
-      Rule(f"{side}.final_layer_norm.weight", f"{ours}/final_norm/scale"),
+      _norm(f"{block}.{ff}.layer_norm", f"{layers}/mlp_norm"),
+      _norm(f"{side}.final_layer_norm", f"{ours}/final_norm"),
   ]
   if side == "decoder":
     rules += [*_attention_rules(f"{block}.1.EncDecAttention", f"{layers}/cross_attention"),
-              Rule(f"{block}.1.layer_norm.weight", f"{layers}/cross_attention_norm/scale")]
+              _norm(f"{block}.1.layer_norm", f"{layers}/cross_attention_norm")]
   return rules
 
 
@@ -73,6 +82,7 @@ class T5Family(Seq2SeqFamily):
   # The per-stack embed_tokens are the shared table; a tied lm_head is too.
   ignored_keys = (r"(encoder|decoder)\.embed_tokens\.weight", r"lm_head\.weight",
                   r"decoder\.block\.0\.layer\.1\.EncDecAttention\.relative_attention_bias\.weight")
+  modules = {"T5ForConditionalGeneration": t5.T5ForConditionalGeneration, "T5Model": t5.T5Model}
 
   # feed_forward_proj ('relu', 'gated-gelu', ...) <-> hidden_act and gated; a missing (or
   # null) num_decoder_layers is num_layers, a missing scale_decoder_outputs follows the tying.
@@ -97,15 +107,11 @@ class T5Family(Seq2SeqFamily):
       projection = config.hidden_act
     return {**super().config_to_hf(config, architecture), "feed_forward_proj": projection}
 
-  def make_module(self, architecture: str, config: t5.T5Config):
-    return {"T5ForConditionalGeneration": t5.T5ForConditionalGeneration,
-            "T5Model": t5.T5Model}[architecture](config)
-
   def model_rules(self, architecture: str, config: t5.T5Config) -> list[Rule]:
     ours = "transformer/" if architecture == "T5ForConditionalGeneration" else ""
-    rules = [Rule("shared.weight", f"{ours}shared/embedding"),
+    rules = [embedding("shared", f"{ours}shared"),
              *stack_rules("encoder", f"{ours}encoder", config.gated),
              *stack_rules("decoder", f"{ours}decoder", config.gated)]
     if architecture == "T5ForConditionalGeneration" and not config.tie_word_embeddings:
-      rules.append(Rule("lm_head.weight", "lm_head/kernel", "linear"))
+      rules += _linear("lm_head", "lm_head")
     return rules

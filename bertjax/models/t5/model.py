@@ -263,7 +263,7 @@ class T5Model(nn.Module):
     return {**enc, **dec}
 
 
-class T5ForConditionalGeneration(nn.Module):
+class T5ForConditionalGeneration(encoder_decoder.WithLogits):
   """T5Model plus the vocabulary projection: `logits` [B, T, vocab]."""
   config: T5Config
 
@@ -284,15 +284,6 @@ class T5ForConditionalGeneration(nn.Module):
       logits = self.lm_head(hidden)
     return nn.with_logical_constraint(logits, ("batch", "length", "vocab"))
 
-  def encode(self, input_ids, attention_mask=None, encoder_segment_ids=None, **kwargs) -> dict:
-    return self.transformer.encode(input_ids, attention_mask, encoder_segment_ids, **kwargs)
-
-  def decode(self, decoder_input_ids, encoder_hidden_states, attention_mask=None, **kwargs) -> dict:
-    out = self.transformer.decode(decoder_input_ids, encoder_hidden_states, attention_mask, **kwargs)
-    out["logits"] = self.logits(out["last_hidden_state"])
-    return out
-
-  def __call__(self, input_ids, decoder_input_ids, attention_mask=None, **kwargs) -> dict:
-    out = self.transformer(input_ids, decoder_input_ids, attention_mask, **kwargs)
-    out["logits"] = self.logits(out["last_hidden_state"])
-    return out
+  @property
+  def wrapped(self) -> nn.Module:
+    return self.transformer

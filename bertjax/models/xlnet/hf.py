@@ -14,7 +14,7 @@ import numpy as np
 from bertjax.hf import tasks
 from bertjax.hf.config_map import COMPUTE_DTYPE, ConfigMap, Field, same
 from bertjax.hf.family import Family
-from bertjax.hf.mapping import Rule
+from bertjax.hf.mapping import Rule, embedding, layer_norm, linear
 from bertjax.models import xlnet
 from bertjax.models.xlnet import tasks as xlnet_tasks
 
@@ -51,17 +51,13 @@ def transformer_rules(hf: str, ours: str) -> list[Rule]:
   attn = [Rule(f"{layer}rel_attn.{name}", f"{stack}attention/{name}")
           for name in ("q", "k", "v", "o", "r", "r_w_bias", "r_r_bias", "r_s_bias", "seg_embed")]
   return [
-      Rule(f"{hf}word_embedding.weight", f"{ours}word_embeddings/embedding"),
+      embedding(f"{hf}word_embedding", f"{ours}word_embeddings"),
       Rule(f"{hf}mask_emb", f"{ours}mask_emb"),
       *attn,
-      Rule(f"{layer}rel_attn.layer_norm.weight", f"{stack}attention/layer_norm/scale"),
-      Rule(f"{layer}rel_attn.layer_norm.bias", f"{stack}attention/layer_norm/bias"),
-      Rule(f"{layer}ff.layer_1.weight", f"{stack}mlp/intermediate/kernel", "linear"),
-      Rule(f"{layer}ff.layer_1.bias", f"{stack}mlp/intermediate/bias"),
-      Rule(f"{layer}ff.layer_2.weight", f"{stack}mlp/output/kernel", "linear"),
-      Rule(f"{layer}ff.layer_2.bias", f"{stack}mlp/output/bias"),
-      Rule(f"{layer}ff.layer_norm.weight", f"{stack}mlp_norm/scale"),
-      Rule(f"{layer}ff.layer_norm.bias", f"{stack}mlp_norm/bias"),
+      *layer_norm(f"{layer}rel_attn.layer_norm", f"{stack}attention/layer_norm"),
+      *linear(f"{layer}ff.layer_1", f"{stack}mlp/intermediate"),
+      *linear(f"{layer}ff.layer_2", f"{stack}mlp/output"),
+      *layer_norm(f"{layer}ff.layer_norm", f"{stack}mlp_norm"),
   ]
 
 
@@ -79,6 +75,8 @@ class XLNetFamily(Family):
   ignored_keys = (r"lm_loss\.weight",)  # tied to the word embeddings
   task_encoder_prefix = "transformer."
   task_heads = TASK_HEADS
+  modules = {"XLNetModel": xlnet.XLNetModel, "XLNetLMHeadModel": xlnet.XLNetLMHeadModel}
+  task_models = xlnet_tasks
 
   # d_head is not a field of ours (it is d_model / n_head); one that differs is refused.
   def config_from_hf(self, hf_config: Mapping[str, Any]) -> xlnet.XLNetConfig:
@@ -87,13 +85,6 @@ class XLNetFamily(Family):
     if head_dim is not None and head_dim != config.head_dim:
       raise ValueError(f"d_head={head_dim} must equal d_model / n_head = {config.head_dim}.")
     return config
-
-  def make_module(self, architecture: str, config: xlnet.XLNetConfig):
-    kind = tasks.kind_of(architecture)
-    if kind:
-      return xlnet_tasks.task_model(kind, config)
-    return {"XLNetModel": xlnet.XLNetModel,
-            "XLNetLMHeadModel": xlnet.XLNetLMHeadModel}[architecture](config)
 
   def init_inputs(self, config: xlnet.XLNetConfig) -> dict:
     return {"input_ids": jnp.zeros((2, 8), jnp.int32)}  # even: bi_data halves the batch

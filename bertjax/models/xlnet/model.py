@@ -25,12 +25,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from bertjax.layers import activations, attention, embeddings, ffn, norms, transformer
-from bertjax.models.common.config import check_labels
+from bertjax.models.common.config import AttentionAndLabels, check_labels
 from bertjax.models.xlnet import two_stream
 
 
 @dataclasses.dataclass(frozen=True)
-class XLNetConfig:
+class XLNetConfig(AttentionAndLabels):
   vocab_size: int = 32000
   hidden_size: int = 1024
   num_layers: int = 24
@@ -69,17 +69,6 @@ class XLNetConfig:
     two_stream.relative_distances(1, 0, self.attn_type)  # validates attn_type
     activations.get_activation(self.hidden_act)
     check_labels(self)
-
-  @property
-  def head_dim(self) -> int:
-    return self.hidden_size // self.num_heads
-
-  @property
-  def num_labels(self) -> int:
-    return len(self.labels)
-
-  def replace(self, **changes) -> "XLNetConfig":
-    return dataclasses.replace(self, **changes)
 
 
 def xlnet_tiny(**overrides) -> XLNetConfig:
