@@ -82,6 +82,9 @@ FEATURES = {
     "label": Feature("int32", 0, "NLI class: 0 entailment, 1 neutral, 2 contradiction"),
     "score": Feature("float32", 0, "gold similarity (sbert.data scales it to [0, 1])"),
     "weight": Feature("float32", 0, "1.0 for a real example, 0.0 for one padding a batch"),
+    "sentence_slots": Feature("int32", 1, "packed SBERT rows, [S]: where each sentence of the "
+                                          "example was pooled, row * sentences_per_row + its "
+                                          "segment - 1 (sbert.data.packed_batches)"),
     # Distillation into a small student (bertjax.distill writes, LogitRegression reads).
     "teacher_logits": Feature("float32", 1, "[C] a fine-tuned teacher's logits for the row"),
 }
@@ -92,6 +95,8 @@ TOKENS = ("input_ids", "token_type_ids")
 ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids", "segment_ids")
 # Fine-tuned task models: a packed row's sequence classifier also reads its examples' starts.
 TASK_INPUTS = ENCODER_INPUTS + ("example_positions",)
+# SBERT's siamese model: packed rows [R, L] also say where each example's sentences went.
+SIAMESE_INPUTS = ENCODER_INPUTS + ("sentence_slots",)
 # Decoder-only LMs: no token types (GPT would look them up in its token table).
 LM_INPUTS = ("input_ids", "attention_mask", "position_ids", "segment_ids")
 # Masked LM targets (MaskedLM, SpanBoundary, ReplacedTokenDetection, DistilBertLoss).

@@ -127,10 +127,13 @@ def make_batches(token_ids: Sequence[np.ndarray], row_length: int = 32,
       chunk = group[start:start + per_batch]
       num_rows = per_batch if len(chunk) == per_batch else min(
           next_power_of_two(len(chunk)), per_batch)
-      yield _fill(token_ids, chunk, num_rows, length, pad_id)
+      yield fill_rows(token_ids, chunk, num_rows, length, pad_id)
 
 
-def _fill(token_ids, chunk: list[list[int]], num_rows: int, length: int, pad_id: int) -> Batch:
+def fill_rows(token_ids, chunk: list[list[int]], num_rows: int, length: int, pad_id: int
+              ) -> Batch:
+  """`num_rows` rows of `length` holding the sentences of `chunk` (one list per row, indices
+  into `token_ids`) end to end; rows past the chunk's are empty (all padding)."""
   ids = np.full((num_rows, length), pad_id, np.int32)
   segments = np.zeros((num_rows, length), np.int32)
   positions = np.zeros((num_rows, length), np.int32)

@@ -36,7 +36,7 @@ class _SiameseObjective:
   rng_names: tuple[str, ...] = ()
 
   def model_inputs(self, batch: Mapping[str, Array]) -> dict:
-    return contract.select(batch, contract.ENCODER_INPUTS)
+    return contract.select(batch, contract.SIAMESE_INPUTS)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -125,11 +125,17 @@ class SiameseModel(nn.Module):
   W [u; v; |u - v|] + b, with u, v the first two sentences' embeddings.
   Params: {'encoder': ..., 'classifier': ...}; the encoder's subtree is laid out exactly
   as in SentenceEncoder, so a trained SiameseModel's params encode directly.
+
+  Packed input (sbert.data.packed_batches): rows input_ids [R, L] holding up to
+  `sentences_per_row` sentences each (`segment_ids`, restarting `position_ids`) and
+  `sentence_slots` [B, S]; each row's sentences are pooled ([R, sentences_per_row, H]) and
+  gathered back to [B, S, H], so everything after the encoder is as unpacked.
   """
   encoder: nn.Module
   pooling: str = "mean"
   normalize: bool = False
   num_labels: int = 0
+  sentences_per_row: int = 16
 
   def __post_init__(self):
     _check_mode(self.pooling)
@@ -137,15 +143,14 @@ class SiameseModel(nn.Module):
 
   @nn.compact
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
-               segment_ids=None, *, deterministic: bool = True) -> dict:
-    if input_ids.ndim != 3:
-      raise ValueError(f"SiameseModel expects input_ids [batch, sentences, length]; got shape "
-                       f"{input_ids.shape}. Stack the pair / triplet on axis 1.")
-    batch, num_sentences, length = input_ids.shape
-    fold = lambda x: None if x is None else x.reshape(batch * num_sentences, length)
-    out = _embed(self, fold(input_ids), fold(attention_mask), fold(token_type_ids),
-                 fold(position_ids), fold(segment_ids), None, deterministic)
-    embeddings = out["sentence_embedding"].reshape(batch, num_sentences, -1)
+               segment_ids=None, sentence_slots=None, *, deterministic: bool = True) -> dict:
+    if sentence_slots is not None:
+      embeddings = self._packed(input_ids, attention_mask, token_type_ids, position_ids,
+                                segment_ids, sentence_slots, deterministic)
+    else:
+      embeddings = self._folded(input_ids, attention_mask, token_type_ids, position_ids,
+                                segment_ids, deterministic)
+    num_sentences = embeddings.shape[1]
     result = {"embeddings": embeddings}
     if self.num_labels:
       if num_sentences < 2:
@@ -154,3 +159,31 @@ class SiameseModel(nn.Module):
       features = jnp.concatenate([u, v, jnp.abs(u - v)], axis=-1)
       result["logits"] = nn.Dense(self.num_labels, name="classifier")(features)
     return result
+
+  def _folded(self, input_ids, attention_mask, token_type_ids, position_ids, segment_ids,
+              deterministic: bool) -> jax.Array:
+    """[B, S, L] rows, one sentence each -> [B, S, H]."""
+    if input_ids.ndim != 3:
+      raise ValueError(f"SiameseModel expects input_ids [batch, sentences, length]; got shape "
+                       f"{input_ids.shape}. Stack the pair / triplet on axis 1 (or pass packed "
+                       "rows [rows, length] with their sentence_slots).")
+    batch, num_sentences, length = input_ids.shape
+    fold = lambda x: None if x is None else x.reshape(batch * num_sentences, length)
+    out = _embed(self, fold(input_ids), fold(attention_mask), fold(token_type_ids),
+                 fold(position_ids), fold(segment_ids), None, deterministic)
+    return out["sentence_embedding"].reshape(batch, num_sentences, -1)
+
+  def _packed(self, input_ids, attention_mask, token_type_ids, position_ids, segment_ids,
+              sentence_slots, deterministic: bool) -> jax.Array:
+    """Packed rows [R, L] and sentence_slots [B, S] -> [B, S, H]."""
+    if input_ids.ndim != 2 or segment_ids is None or sentence_slots.ndim != 2:
+      raise ValueError(
+          "Packed SiameseModel input is input_ids [rows, length] with segment_ids and "
+          f"sentence_slots [batch, sentences]; got input_ids {input_ids.shape}, segment_ids "
+          f"{None if segment_ids is None else segment_ids.shape}, sentence_slots "
+          f"{sentence_slots.shape} (sbert.data.packed_batches writes them).")
+    out = _embed(self, input_ids, attention_mask, token_type_ids, position_ids, segment_ids,
+                 self.sentences_per_row, deterministic)
+    pooled = out["sentence_embedding"]  # [R, sentences_per_row, H]
+    pooled = pooled.reshape(-1, pooled.shape[-1])
+    return jnp.take(pooled, sentence_slots, axis=0)

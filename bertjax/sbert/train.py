@@ -17,12 +17,16 @@ mean pooling. Training runs the trainer's setup, step and loop (`bertjax.train.s
 `.step`, `.loop`): data parallel over as many devices as split each microbatch, the
 state laid out by the trainer's axis rules, gradient accumulation (--num_microbatches;
 in-batch negatives then come from each microbatch), the non-finite guard
-(--on_nonfinite), and metric rows (loss, learning_rate, grad_norm, nonfinite, the loss's
-own) every --log_every steps on the console and, with --metrics_dir, in
-METRICS_DIR/<stage>/metrics.jsonl and TensorBoard.
+(--on_nonfinite), and metric rows (loss, learning_rate, grad_norm, nonfinite,
+packing_efficiency, the loss's own) every --log_every steps on the console and, with
+--metrics_dir, in METRICS_DIR/<stage>/metrics.jsonl and TensorBoard. A batch's sentences
+are packed end to end into rows of --max_seq_length (sbert.data.packed_batches), so
+the encoder computes on real tokens only; --nopacking gives each sentence its own padded
+row (an encoder family that cannot pack trains so, saying why).
 """
 import dataclasses
 import json
+import math
 import os
 import time
 from typing import Callable, Iterator
@@ -34,6 +38,7 @@ from bertjax import output_paths
 from bertjax.checkpoints import encoders
 from bertjax.checkpoints.formats import open_model
 from bertjax.evaluation import sts
+from bertjax.finetune import packing
 from bertjax.sbert import data as sbert_data, encode, io as sbert_io
 from bertjax.sbert import losses as siamese, model as sbert
 from bertjax.train import loop as train_loop, metrics as train_metrics, optimizers, partitioning
@@ -58,6 +63,7 @@ class TrainConfig:
   num_microbatches: int = 1
   on_nonfinite: str = "stop"
   log_every: int = 50
+  packing: bool = True           # sentences end to end in rows (sbert.data.packed_batches)
 
   def __post_init__(self):
     if self.num_microbatches < 1 or self.batch_size % self.num_microbatches:
@@ -80,10 +86,29 @@ def stage_examples(name: str, nli_fraction: float = 1.0) -> sbert_data.Examples:
   return sbert_data.nli_triplets(pairs) if name == "mnrl" else pairs
 
 
-def _epochs_of_batches(examples, tokenizer, config: TrainConfig, epochs: int) -> Iterator[dict]:
+def _batches(examples, tokenizer, config: TrainConfig, row_multiple: int, epoch: int = 0
+             ) -> Iterator[dict]:
+  """One epoch's batches: packed rows (`row_multiple`: the devices that split a batch's
+  rows) with config.packing, else a padded row per sentence."""
+  if config.packing:
+    return sbert_data.packed_batches(
+        examples, tokenizer, config.batch_size, config.max_seq_length,
+        sbert_data.SENTENCES_PER_ROW, config.num_microbatches, row_multiple,
+        seed=config.seed, epoch=epoch)
+  return sbert_data.batches(examples, tokenizer, config.batch_size, config.max_seq_length,
+                            seed=config.seed, epoch=epoch)
+
+
+def _epochs_of_batches(examples, tokenizer, config: TrainConfig, row_multiple: int,
+                       epochs: int) -> Iterator[dict]:
   for epoch in range(epochs):
-    yield from sbert_data.batches(examples, tokenizer, config.batch_size, config.max_seq_length,
-                                  seed=config.seed, epoch=epoch)
+    yield from _batches(examples, tokenizer, config, row_multiple, epoch)
+
+
+def _batch_devices(mesh) -> int:
+  """How many devices split a batch's leading axis on `mesh` (the trainer's rules)."""
+  axes = partitioning.batch_sharding(mesh, partitioning.DEFAULT_RULES).spec[0] or ()
+  return math.prod(mesh.shape[a] for a in ((axes,) if isinstance(axes, str) else axes))
 
 
 def train_stage(name: str, objective, examples: sbert_data.Examples, epochs: int,
@@ -93,13 +118,15 @@ def train_stage(name: str, objective, examples: sbert_data.Examples, epochs: int
   """Trains a SiameseModel over `module` for `epochs` (capped at config.max_steps) on the
   shared loop, sharded over `mesh` (default: data parallel over the devices that split a
   microbatch); returns the trained encoder params (on that mesh)."""
-  model = sbert.SiameseModel(module, config.pooling, num_labels=num_labels)
-  first = next(sbert_data.batches(examples, tokenizer, config.batch_size, config.max_seq_length))
+  model = sbert.SiameseModel(module, config.pooling, num_labels=num_labels,
+                             sentences_per_row=sbert_data.SENTENCES_PER_ROW)
   steps = epochs * sbert_data.num_batches(examples, config.batch_size)
   if config.max_steps:
     steps = min(steps, config.max_steps)
   optimizer = optimizers.adamw_linear(steps, config.learning_rate, max(steps // 10, 1))
   mesh = mesh or train_setup.data_parallel_mesh(config.batch_size // config.num_microbatches)
+  row_multiple = _batch_devices(mesh)
+  first = next(_batches(examples, tokenizer, config, row_multiple))
   setup = train_setup.build(model, first, objective.model_inputs, optimizer, mesh,
                             partitioning.DEFAULT_RULES)
   params = dict(setup.init_params(config.seed), encoder=encoder_params)
@@ -114,8 +141,8 @@ def train_stage(name: str, objective, examples: sbert_data.Examples, epochs: int
       data_name=f"The {name} examples")
   start = time.time()
   try:
-    state, _, _ = runner.run(state, _epochs_of_batches(examples, tokenizer, config, epochs), 0,
-                             steps)
+    state, _, _ = runner.run(
+        state, _epochs_of_batches(examples, tokenizer, config, row_multiple, epochs), 0, steps)
   finally:
     writer.close()
   log(f"{name}: {len(examples)} examples, {epochs} epoch(s) capped at {steps} steps, in "
@@ -161,6 +188,11 @@ def main(argv) -> None:
   base = encoders.base_encoder(open_model(FLAGS.checkpoint, FLAGS.tokenizer))  # any source
   log(f"base encoder: {base.description}")
   tokenizer = sbert_io.load_tokenizer(base.tokenizer_dir)
+  if config.packing:
+    reason = packing.refusal(base.family.name, base.config, packing.SEQUENCE)
+    if reason:
+      log(f"training unpacked: {reason}")
+      config = dataclasses.replace(config, packing=False)
   results = []
   if FLAGS.max_eval_pairs < 0:
     raise ValueError(f"--max_eval_pairs={FLAGS.max_eval_pairs}: use 0 (all pairs) or more.")
@@ -219,6 +251,9 @@ def _define_flags() -> None:
   flags.DEFINE_enum("on_nonfinite", "stop", list(train_loop.NONFINITE_MODES),
                     "A NaN/Inf loss or gradient: stop with an error, or skip that update.")
   flags.DEFINE_integer("log_every", 50, "Steps between training metric rows.")
+  flags.DEFINE_bool("packing", True, "Lay a batch's sentences end to end in rows of "
+                    "--max_seq_length (no compute on padding); --nopacking: one padded row "
+                    "per sentence.")
   flags.DEFINE_string("metrics_dir", None, "Training metrics (metrics.jsonl, TensorBoard) under "
                       "METRICS_DIR/<stage>/; default: the console only.")
 

@@ -57,6 +57,79 @@ def test_shuffled_batches_group_lengths_and_keep_every_example_once(tokenizer):
   assert all(n & (n - 1) == 0 for n in lengths) and len(lengths) > 1  # short batches stay short
 
 
+LONGER = sbert_data.Examples(
+    [("a " * (1 + i % 7) + "man", "the cat " * (1 + i % 3), "a dog " * (i % 5) + "runs")
+     for i in range(11)])
+
+
+@pytest.mark.parametrize("num_microbatches,row_multiple", [(1, 1), (2, 1), (2, 4)])
+def test_packed_batches_hold_every_sentence_of_the_padded_batches_once(
+    tokenizer, num_microbatches, row_multiple):
+  """The same examples in the same batches; each sentence's tokens sit, positions from 0,
+  in the row and segment its slot names, within its microbatch's rows (train.step takes
+  rows / examples i, i + n, ... for microbatch i); rows per microbatch are a bucket size
+  and a multiple of `row_multiple`."""
+  n, size, per_row = num_microbatches, 4, sbert_data.SENTENCES_PER_ROW
+  padded = list(sbert_data.batches(LONGER, tokenizer, size, seed=3))
+  packed = list(sbert_data.packed_batches(LONGER, tokenizer, size, 64, per_row, n, row_multiple,
+                                          seed=3))
+  assert len(packed) == len(padded) == 3
+  for p, u in zip(packed, padded):
+    np.testing.assert_array_equal(p["weight"], u["weight"])
+    rows = len(p["input_ids"]) // n
+    assert len(p["input_ids"]) % n == 0 and rows % row_multiple == 0
+    assert rows in [sbert_data.row_bucket(k) * row_multiple for k in range(1, 9)]
+    np.testing.assert_array_equal(p["attention_mask"], p["segment_ids"] > 0)
+    assert p["attention_mask"].sum() == u["attention_mask"][u["weight"] > 0].sum()
+    seen = set()
+    real_examples = np.broadcast_to(u["weight"][:, None] > 0, p["sentence_slots"].shape)
+    for b, s in zip(*np.nonzero(real_examples)):
+      local_row, segment = divmod(int(p["sentence_slots"][b, s]), per_row)
+      row = local_row * n + b % n  # the batch row of microbatch b % n's local row
+      tokens = p["input_ids"][row][p["segment_ids"][row] == segment + 1]
+      real = u["input_ids"][b, s][u["attention_mask"][b, s] > 0]
+      np.testing.assert_array_equal(tokens, real)
+      np.testing.assert_array_equal(p["position_ids"][row][p["segment_ids"][row] == segment + 1],
+                                    np.arange(len(real)))
+      seen.add((row, segment))
+    assert len(seen) == int(u["weight"].sum()) * 3  # no two sentences share a slot
+  if row_multiple == 1:  # (4 devices' empty rows outweigh what 4 examples save)
+    efficiency = lambda batches: (sum(b["attention_mask"].sum() for b in batches) /
+                                  sum(b["attention_mask"].size for b in batches))
+    assert efficiency(packed[:2]) > efficiency(padded[:2])
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls", "max"])
+def test_packed_siamese_model_equals_the_padded_one(tokenizer, pooling):
+  """Embeddings and the NLI head's logits of packed rows equal those of a padded row per
+  sentence (the encoder's segment mask and restarting positions), per microbatch too."""
+  encoder = bert.BertModel(bert.bert_tiny(vocab_size=len(sbert_helpers.VOCAB)),
+                           add_pooling_layer=False)
+  model = sbert.SiameseModel(encoder, pooling, num_labels=3,
+                             sentences_per_row=sbert_data.SENTENCES_PER_ROW)
+  pairs = sbert_data.Examples([e[:2] for e in LONGER.sentences], label=np.zeros(11, np.int32))
+  padded = next(sbert_data.batches(pairs, tokenizer, 8, shuffle=False))
+  packed = next(sbert_data.packed_batches(pairs, tokenizer, 8, 64, shuffle=False))
+  inputs = siamese.SoftmaxLoss().model_inputs
+  params = model.init(jax.random.PRNGKey(0), **inputs(padded))["params"]
+  expected = model.apply({"params": params}, **inputs(padded))
+  for name, value in model.apply({"params": params}, **inputs(packed)).items():
+    np.testing.assert_allclose(value, expected[name], atol=1e-5, err_msg=name)
+  # Two microbatches: each is packed into rows of its own, which its slots count.
+  packed = next(sbert_data.packed_batches(pairs, tokenizer, 8, 64, num_microbatches=2,
+                                          shuffle=False))
+  micro = train_step._split_microbatches(inputs(packed), 2)
+  for i in range(2):
+    part = model.apply({"params": params}, **jax.tree.map(lambda x: x[i], micro))
+    for name, value in part.items():
+      np.testing.assert_allclose(value, expected[name][i::2], atol=1e-5, err_msg=name)
+
+
+def test_row_buckets_are_powers_of_two_and_three_quarters_of_them():
+  assert [sbert_data.row_bucket(n) for n in range(0, 14)] == [1, 1, 2, 3, 4, 6, 6, 8, 8, 12,
+                                                              12, 12, 12, 16]
+
+
 def test_nli_triplets_pair_entailment_with_contradiction():
   triplets = sbert_data.nli_triplets(NLI)
   assert triplets.sentences == [("a man is playing", "a man plays", "a dog runs"),
@@ -115,6 +188,7 @@ def test_train_stage_runs_the_shared_loop_and_writes_its_metrics(tokenizer, tmp_
   for row in rows:
     assert row["split"] == "train" and row["nonfinite"] == 0 and row["grad_norm"] > 0
     assert np.isfinite(row["loss"]) and 0 <= row["accuracy"] <= 1 and row["learning_rate"] > 0
+    assert 0 < row["packing_efficiency"] <= 1  # packed rows (TrainConfig.packing)
   assert os.listdir(tmp_path / "tensorboard" / "train")
   assert [l.split(" ")[:3] for l in lines[:3]] == [["nli", "step", "2/6"], ["nli", "step", "4/6"],
                                                    ["nli", "step", "6/6"]]
@@ -128,7 +202,8 @@ def test_train_stage_runs_the_shared_loop_and_writes_its_metrics(tokenizer, tmp_
 def test_train_stage_stops_on_a_nonfinite_step(tokenizer):
   encoder = _tiny_encoder()
   start = nn.unbox(encoder.init(jax.random.PRNGKey(1), np.ones((1, 4), np.int32))["params"])
-  config = sbert_train.TrainConfig(batch_size=2, learning_rate=1e6, log_every=1)
+  config = sbert_train.TrainConfig(batch_size=2, learning_rate=1e6, log_every=1,
+                                   packing=False)  # (a padded row per sentence)
   with pytest.raises(train_loop.NonFiniteLossError,
                      match=r"NaN/Inf at step \d+\. Stopped; lower --learning_rate \(now 1e\+06\)"):
     sbert_train.train_stage("nli", siamese.SoftmaxLoss(), NLI, 20, 3, encoder, start, tokenizer,
