@@ -24,10 +24,9 @@ import numpy as np
 from bertjax import paths
 from bertjax.sbert.encode import fill_rows, next_power_of_two, pack_rows
 from bertjax.sbert.io import Tokenizer
+from bertjax.sbert.model import SENTENCES_PER_ROW
 
 NLI_LABELS = {"entailment": 0, "neutral": 1, "contradiction": 2}
-# Packed rows hold at most this many sentences (SiameseModel pools [rows, this, H]).
-SENTENCES_PER_ROW = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,9 +136,9 @@ def packed_batches(examples: Examples, tokenizer: Tokenizer, batch_size: int,
       parts.append((sentences, rows))
     per_part = row_bucket(max(len(rows) for _, rows in parts))
     per_part = -(-per_part // row_multiple) * row_multiple
-    arrays = {k: np.zeros((per_part * n, max_seq_length), np.int32)
-              for k in ("input_ids", "segment_ids", "position_ids")}
-    arrays["input_ids"][:] = tokenizer.pad_id
+    shape = (per_part * n, max_seq_length)
+    arrays = {"input_ids": np.full(shape, tokenizer.pad_id, np.int32),
+              "segment_ids": np.zeros(shape, np.int32), "position_ids": np.zeros(shape, np.int32)}
     slots = np.zeros((batch_size, num_sentences), np.int32)  # padding examples: slot 0
     for m, (sentences, rows) in enumerate(parts):
       if not sentences:  # a last, partial batch with fewer examples than microbatches

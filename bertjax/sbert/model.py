@@ -18,6 +18,9 @@ import jax
 import jax.numpy as jnp
 
 POOLING_MODES = ("mean", "max", "cls")
+# Packed training rows hold at most this many sentences (SiameseModel pools
+# [rows, this, H]; sbert.data.packed_batches fills them).
+SENTENCES_PER_ROW = 16
 
 
 def _check_mode(mode: str) -> None:
@@ -135,7 +138,7 @@ class SiameseModel(nn.Module):
   pooling: str = "mean"
   normalize: bool = False
   num_labels: int = 0
-  sentences_per_row: int = 16
+  sentences_per_row: int = SENTENCES_PER_ROW
 
   def __post_init__(self):
     _check_mode(self.pooling)

@@ -26,7 +26,6 @@ row (an encoder family that cannot pack trains so, saying why).
 """
 import dataclasses
 import json
-import math
 import os
 import time
 from typing import Callable, Iterator
@@ -93,7 +92,7 @@ def _batches(examples, tokenizer, config: TrainConfig, row_multiple: int, epoch:
   if config.packing:
     return sbert_data.packed_batches(
         examples, tokenizer, config.batch_size, config.max_seq_length,
-        sbert_data.SENTENCES_PER_ROW, config.num_microbatches, row_multiple,
+        sbert.SENTENCES_PER_ROW, config.num_microbatches, row_multiple,
         seed=config.seed, epoch=epoch)
   return sbert_data.batches(examples, tokenizer, config.batch_size, config.max_seq_length,
                             seed=config.seed, epoch=epoch)
@@ -105,12 +104,6 @@ def _epochs_of_batches(examples, tokenizer, config: TrainConfig, row_multiple: i
     yield from _batches(examples, tokenizer, config, row_multiple, epoch)
 
 
-def _batch_devices(mesh) -> int:
-  """How many devices split a batch's leading axis on `mesh` (the trainer's rules)."""
-  axes = partitioning.batch_sharding(mesh, partitioning.DEFAULT_RULES).spec[0] or ()
-  return math.prod(mesh.shape[a] for a in ((axes,) if isinstance(axes, str) else axes))
-
-
 def train_stage(name: str, objective, examples: sbert_data.Examples, epochs: int,
                 num_labels: int, module: nn.Module, encoder_params, tokenizer,
                 config: TrainConfig, log: Callable[[str], None],
@@ -118,14 +111,13 @@ def train_stage(name: str, objective, examples: sbert_data.Examples, epochs: int
   """Trains a SiameseModel over `module` for `epochs` (capped at config.max_steps) on the
   shared loop, sharded over `mesh` (default: data parallel over the devices that split a
   microbatch); returns the trained encoder params (on that mesh)."""
-  model = sbert.SiameseModel(module, config.pooling, num_labels=num_labels,
-                             sentences_per_row=sbert_data.SENTENCES_PER_ROW)
+  model = sbert.SiameseModel(module, config.pooling, num_labels=num_labels)
   steps = epochs * sbert_data.num_batches(examples, config.batch_size)
   if config.max_steps:
     steps = min(steps, config.max_steps)
   optimizer = optimizers.adamw_linear(steps, config.learning_rate, max(steps // 10, 1))
   mesh = mesh or train_setup.data_parallel_mesh(config.batch_size // config.num_microbatches)
-  row_multiple = _batch_devices(mesh)
+  row_multiple = partitioning.batch_devices(mesh, partitioning.DEFAULT_RULES)
   first = next(_batches(examples, tokenizer, config, row_multiple))
   setup = train_setup.build(model, first, objective.model_inputs, optimizer, mesh,
                             partitioning.DEFAULT_RULES)

@@ -132,6 +132,12 @@ def batch_sharding(mesh: Mesh, rules: LogicalRules) -> NamedSharding:
   return sharding_for_axes(("batch",), mesh, rules)
 
 
+def batch_devices(mesh: Mesh, rules: LogicalRules) -> int:
+  """How many devices split a batch's leading dimension (`batch_sharding`'s mesh axes)."""
+  axes = batch_sharding(mesh, rules).spec[0] or ()
+  return math.prod(mesh.shape[a] for a in ((axes,) if isinstance(axes, str) else axes))
+
+
 def place(tree: Any, shardings: Any) -> Any:
   """Puts host arrays (e.g. converted checkpoints) onto the mesh with the given shardings."""
   return jax.device_put(tree, shardings)

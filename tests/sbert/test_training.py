@@ -69,7 +69,7 @@ def test_packed_batches_hold_every_sentence_of_the_padded_batches_once(
   in the row and segment its slot names, within its microbatch's rows (train.step takes
   rows / examples i, i + n, ... for microbatch i); rows per microbatch are a bucket size
   and a multiple of `row_multiple`."""
-  n, size, per_row = num_microbatches, 4, sbert_data.SENTENCES_PER_ROW
+  n, size, per_row = num_microbatches, 4, sbert.SENTENCES_PER_ROW
   padded = list(sbert_data.batches(LONGER, tokenizer, size, seed=3))
   packed = list(sbert_data.packed_batches(LONGER, tokenizer, size, 64, per_row, n, row_multiple,
                                           seed=3))
@@ -78,7 +78,8 @@ def test_packed_batches_hold_every_sentence_of_the_padded_batches_once(
     np.testing.assert_array_equal(p["weight"], u["weight"])
     rows = len(p["input_ids"]) // n
     assert len(p["input_ids"]) % n == 0 and rows % row_multiple == 0
-    assert rows in [sbert_data.row_bucket(k) * row_multiple for k in range(1, 9)]
+    assert rows in {-(-sbert_data.row_bucket(k) // row_multiple) * row_multiple
+                    for k in range(1, 9)}
     np.testing.assert_array_equal(p["attention_mask"], p["segment_ids"] > 0)
     assert p["attention_mask"].sum() == u["attention_mask"][u["weight"] > 0].sum()
     seen = set()
@@ -106,7 +107,7 @@ def test_packed_siamese_model_equals_the_padded_one(tokenizer, pooling):
   encoder = bert.BertModel(bert.bert_tiny(vocab_size=len(sbert_helpers.VOCAB)),
                            add_pooling_layer=False)
   model = sbert.SiameseModel(encoder, pooling, num_labels=3,
-                             sentences_per_row=sbert_data.SENTENCES_PER_ROW)
+                             sentences_per_row=sbert.SENTENCES_PER_ROW)
   pairs = sbert_data.Examples([e[:2] for e in LONGER.sentences], label=np.zeros(11, np.int32))
   padded = next(sbert_data.batches(pairs, tokenizer, 8, shuffle=False))
   packed = next(sbert_data.packed_batches(pairs, tokenizer, 8, 64, shuffle=False))
