@@ -104,8 +104,7 @@ def truncate(path: str) -> None:
 
 
 if __name__ == "__main__":
-  from absl import app
   from bertjax import main
   if os.environ.get(KILL_ENV):
     install_kill(os.environ[KILL_ENV])
-  app.run(main.main)
+  main.command()  # the real entry point: quiet logs, as a user runs it

@@ -109,7 +109,9 @@ def write_gin(path, extra=()):
 
 
 def popen_main(gin_file, model_dir, devices=1, **kwargs):
-  """`python -m bertjax.main` with the synthetic data registered, as a subprocess."""
+  """`python -m bertjax.main` with the synthetic data registered, as a subprocess (its
+  logs quiet, as a user's run: absl's INFO logs of a long run would fill the pipe, which
+  nobody reads until `communicate`, and stall the run)."""
   env = dict(os.environ, XLA_FLAGS=helpers.xla_flags(devices),
              JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]))
   cmd = [sys.executable, os.path.abspath(__file__), f"--gin_file={gin_file}",
@@ -119,6 +121,5 @@ def popen_main(gin_file, model_dir, devices=1, **kwargs):
 
 
 if __name__ == "__main__":
-  from absl import app
   from bertjax import main
-  app.run(main.main)
+  main.command()  # the real entry point: quiet logs, as a user runs it
