@@ -163,7 +163,7 @@ def test_finetune_vs_transformers_runs_both_sides_on_the_same_rows_and_steps(tmp
     if not kind.endswith("_inference"):
       return in_processes(kind, spec, work_dir, name)
     side = kind.removesuffix("_inference")
-    return {"examples_per_s": finetune_vs_transformers.INFERENCE[side](**spec), "wall_s": 1.0}
+    return {**finetune_vs_transformers.INFERENCE[side](**spec), "wall_s": 1.0}
 
   monkeypatch.setattr(finetune_vs_transformers, "run_process", run_process)
   out = tmp_path / "finetune.md"
@@ -187,8 +187,11 @@ def test_finetune_vs_transformers_runs_both_sides_on_the_same_rows_and_steps(tmp
           for s in ("theirs", "ours_False")] == [(16, 2, 1)] * 2
   assert results["ours_True"]["train_rows"] == 16 and results["ours_True"]["steps"] <= 2
   assert results["ours_True"]["packing_efficiency"] >= results["ours_False"]["packing_efficiency"]
-  inference = [l for l in table.splitlines() if "pipeline |" in l]
-  assert len(inference) == 2 and all(float(l.split(" | ")[2]) > 0 for l in inference), table
+  inference = [l.strip("| ").split(" | ") for l in table.splitlines() if "pipeline |" in l]
+  assert len(inference) == 2, table
+  for _, wall, first, steady, rate, fill in inference:
+    assert float(first) > 0 and float(steady) > 0 and 0 < float(fill) <= 1, table
+    assert float(rate) == pytest.approx(8 / float(steady), rel=0.02)  # --inference_rows=8
 
 
 def test_long_attention_puts_modernbert_beside_dense(tmp_path, capsys):

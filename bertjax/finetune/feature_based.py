@@ -70,7 +70,7 @@ def extract(encoder: nn.Module, encoder_params, arrays: dict[str, np.ndarray],
       module, {"encoder": encoder_params}, rows, ("states",),
       lambda b: {k: b[k] for k in _EXTRACT_INPUTS if k in b}, size, untrim=False)["states"]
   if packer is not None and packer.enabled:
-    packed = packing.pack(inputs, packer.max_examples_per_row)
+    packed = packing.pack(inputs, packer.max_examples_per_row, tight=True)
     # Each row's states hold E slots of W words: as many examples per batch as unpacked.
     states = packed.examples(run(packed.arrays,
                                  max(1, batch_size // packer.max_examples_per_row)))

@@ -19,6 +19,7 @@ import jax
 import numpy as np
 from absl import logging
 
+from bertjax.finetune import packing
 from bertjax.train import loop as train_loop, metrics as train_metrics, optimizers, partitioning
 from bertjax.train import setup as train_setup, state as train_state
 from bertjax.configurables import typechecked
@@ -68,19 +69,19 @@ def num_rows(arrays: Arrays) -> int:
   return len(next(iter(arrays.values())))
 
 
-def trim_padding(batch: Arrays, minimum: int = 32) -> dict[str, np.ndarray]:
+def trim_padding(batch: Arrays) -> dict[str, np.ndarray]:
   """Drops padding columns beyond the batch's longest row, rounded up to a power of 2.
 
   Arrays are padded to the task's maximum length, but most rows are much shorter
   (SST-2 averages ~13 pieces at max 128): cutting the shared padding saves most of
-  the compute, and power-of-2 lengths (at least `minimum`) keep the number of compiled
-  shapes to a handful (each new shape is a fresh XLA compile).
+  the compute, and power-of-2 lengths (`packing.row_length`, the lengths packed rows
+  take) keep the number of compiled shapes to a handful (each a fresh XLA compile).
   """
   mask = batch["attention_mask"]
   axis = mask.ndim - 1
   full = mask.shape[axis]
   longest = int(np.max(np.nonzero(mask.reshape(-1, full).any(0))[0], initial=0)) + 1
-  keep = min(full, max(minimum, 1 << (longest - 1).bit_length()))
+  keep = packing.row_length(longest, full)
   if keep == full:
     return dict(batch)
   return {k: (np.take(v, np.arange(keep), axis=axis)

@@ -12,10 +12,17 @@ pretraining's MLM does (`data.feature_converters.pack_dataset`):
 whatever attention path they use) and positions restart per example, so every real
 token's hidden state is the one the example gets alone in its own row.
 
-Rows are filled greedily in data order (no sorting: the same data packs into the same
-rows, so a resumed run sees what it saw), an example going to the current row while it
-fits and the row holds fewer than `max_examples_per_row`. Each row keeps
-`max_examples_per_row` example slots for what is per example:
+Training rows are filled greedily in data order (no sorting: the same data packs into the
+same rows, so a resumed run sees what it saw, and a batch mixes lengths as the data does),
+an example going to the current row while it fits and the row holds fewer than
+`max_examples_per_row`. Prediction, whose order does not matter, packs into the fewest
+rows (`plan_tight`: 0.99 of SST-2 dev's slots real with MiniLM's tokenizer, against 0.78
+in data order). A row is as long as the data's longest example needs (`row_length`: a
+power of two, at least 32, at most the featurizer's length), not the featurizer's length:
+attention costs a row's length squared, and on this CPU a MiniLM forward pass over
+[32, 128] costs 1.45x as much per token as over [32, 64] (SST-2's longest training
+sentence has 62 MiniLM tokens). Each row keeps `max_examples_per_row` example slots for
+what is per example:
 
   * `example_positions` [R, E]: where each slot's example starts in its row (its [CLS]),
     -1 for an empty slot. A sequence classifier reads its pooled vector there
@@ -67,6 +74,8 @@ SEQUENCE, TOKENS = "ForSequenceClassification", "ForTokenClassification"
 # The task classes packed rows run (one output per example, or per token).
 KINDS = (SEQUENCE, TOKENS, "ForQuestionAnswering")
 DEFAULT_EXAMPLES_PER_ROW = 8
+# The shortest row (and trimmed batch, finetune.loop.trim_padding): fewer compiled shapes.
+MIN_ROW_LENGTH = 32
 
 
 def refusal(family: str, config: Any, kind: str) -> str | None:
@@ -95,22 +104,55 @@ def check(family: str, config: Any, kind: str) -> None:
                      "(--packing=false, Options.packing = False).")
 
 
+def row_length(longest: int, width: int, minimum: int = MIN_ROW_LENGTH) -> int:
+  """The power of two holding `longest` tokens, at least `minimum`, at most `width`: the few
+  row lengths that packed rows and trimmed batches take (each a fresh XLA compile)."""
+  return min(width, max(minimum, 1 << (max(longest, 1) - 1).bit_length()))
+
+
 def plan(lengths: Sequence[int], capacity: int, max_examples_per_row: int) -> list[list[int]]:
   """Greedy in-order packing: the examples (indices) of each row, in data order."""
-  if max_examples_per_row < 1:
-    raise ValueError(f"max_examples_per_row = {max_examples_per_row}: give 1 or more.")
+  _check(lengths, capacity, max_examples_per_row)
   rows: list[list[int]] = []
   used = capacity
   for i, n in enumerate(lengths):
-    if not 0 < n <= capacity:
-      raise ValueError(f"Example {i} has {n} tokens; packing takes 1 to {capacity} (the row "
-                       "length) per example.")
     if used + n > capacity or len(rows[-1]) >= max_examples_per_row:
       rows.append([])
       used = 0
     rows[-1].append(i)
     used += n
   return rows
+
+
+def plan_tight(lengths: Sequence[int], capacity: int, max_examples_per_row: int
+               ) -> list[list[int]]:
+  """Packing into fewest rows, for prediction (where data order does not matter): each row
+  starts with the longest example left and then takes the longest left that still fits."""
+  _check(lengths, capacity, max_examples_per_row)
+  by_length: list[list[int]] = [[] for _ in range(capacity + 1)]
+  for i in reversed(range(len(lengths))):  # popped from the end: lower indices first
+    by_length[lengths[i]].append(i)
+  rows: list[list[int]] = []
+  for longest in range(capacity, 0, -1):
+    while by_length[longest]:
+      row, free = [by_length[longest].pop()], capacity - longest
+      while len(row) < max_examples_per_row:
+        n = next((n for n in range(min(free, longest), 0, -1) if by_length[n]), 0)
+        if not n:
+          break
+        row.append(by_length[n].pop())
+        free -= n
+      rows.append(row)
+  return rows
+
+
+def _check(lengths: Sequence[int], capacity: int, max_examples_per_row: int) -> None:
+  if max_examples_per_row < 1:
+    raise ValueError(f"max_examples_per_row = {max_examples_per_row}: give 1 or more.")
+  for i, n in enumerate(lengths):
+    if not 0 < n <= capacity:
+      raise ValueError(f"Example {i} has {n} tokens; packing takes 1 to {capacity} (the row "
+                       "length) per example.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,26 +184,29 @@ class Packed:
 
 
 def pack(arrays: Mapping[str, np.ndarray], max_examples_per_row: int = DEFAULT_EXAMPLES_PER_ROW,
-         per_example: bool = True) -> Packed:
-  """Packs right-padded rows [N, L] (the featurizers' output) into rows of the same length.
+         per_example: bool = True, tight: bool = False) -> Packed:
+  """Packs right-padded rows [N, L] (the featurizers' output) into rows of `row_length`
+  (the longest example's power of two, at most L).
 
   Per-token arrays ([N, L, ...], laid out like `attention_mask`) are concatenated;
   with `per_example`, every other array ([N, ...]) goes to its example's slot
   ([R, E, ...]) and `example_positions` / `weights` are added (sequence and span
-  tasks); token tasks need neither."""
+  tasks); token tasks need neither. `tight`: the fewest rows (`plan_tight`, for
+  prediction), not data order (`plan`, for training)."""
   mask = np.asarray(arrays["attention_mask"])
   if mask.ndim != 2:
     raise ValueError(f"Packing takes rows [N, L]; attention_mask is {mask.shape} (multiple "
                      "choice runs unpacked).")
-  count, capacity = mask.shape
+  count, width = mask.shape
+  lengths = mask.sum(1)
+  capacity = row_length(int(lengths.max(initial=1)), width)
   # Fewer slots than tokens: per-example arrays [R, E] never look like per-token ones [R, L].
   max_examples_per_row = min(max_examples_per_row, max(capacity - 1, 1))
-  lengths = mask.sum(1)
-  if not np.array_equal(mask, np.arange(capacity)[None] < lengths[:, None]):
+  if not np.array_equal(mask, np.arange(width)[None] < lengths[:, None]):
     raise ValueError("Packing takes right-padded rows (real tokens first); these rows have "
                      "padding before or between their tokens (a left-padding tokenizer such as "
                      "XLNet's runs unpacked: --packing=false).")
-  rows = plan(lengths.tolist(), capacity, max_examples_per_row)
+  rows = (plan_tight if tight else plan)(lengths.tolist(), capacity, max_examples_per_row)
   row = np.zeros(count, np.int32)
   slot = np.zeros(count, np.int32)
   start = np.zeros(count, np.int32)
@@ -198,7 +243,7 @@ def pack(arrays: Mapping[str, np.ndarray], max_examples_per_row: int = DEFAULT_E
     weights = np.zeros((len(rows), max_examples_per_row), np.float32)
     weights[row, slot] = np.asarray(arrays["weights"]) if "weights" in arrays else 1.0
     packed["weights"] = weights
-  return Packed(packed, row, slot, start, lengths.astype(np.int32), capacity)
+  return Packed(packed, row, slot, start, lengths.astype(np.int32), width)
 
 
 def _token_array(value: np.ndarray, mask: np.ndarray, shape: tuple[int, int], real, target
@@ -282,7 +327,7 @@ class Packing:
     computed on packed rows when packing is on."""
     if not self.enabled:
       return forward(dict(arrays), output_keys, True)
-    packed = pack(arrays, self.max_examples_per_row, self.per_example_outputs)
+    packed = pack(arrays, self.max_examples_per_row, self.per_example_outputs, tight=True)
     out = forward(packed.arrays, output_keys, not self.per_example_outputs)
     unpack = packed.examples if self.per_example_outputs else packed.tokens
     return {k: unpack(v) for k, v in out.items()}

@@ -191,6 +191,36 @@ def test_pack_lays_examples_end_to_end_and_unpacks_them():
   assert set(tokens.arrays) == {"input_ids", "attention_mask", "segment_ids", "position_ids"}
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_tight_plan_places_every_example_once_in_no_more_rows(seed):
+  rng = np.random.default_rng(seed)
+  lengths = rng.integers(1, 65, size=300).tolist()
+  capacity, slots = 64, int(rng.integers(1, 9))
+  rows = packing.plan_tight(lengths, capacity, slots)
+  assert sorted(i for row in rows for i in row) == list(range(len(lengths)))
+  assert all(len(row) <= slots and sum(lengths[i] for i in row) <= capacity for row in rows)
+  assert len(rows) <= len(packing.plan(lengths, capacity, slots))
+  # Each row starts with the longest example left.
+  assert [lengths[row[0]] for row in rows] == sorted((lengths[row[0]] for row in rows),
+                                                      reverse=True)
+  with pytest.raises(ValueError, match="Example 1 has 65 tokens"):
+    packing.plan_tight([3, 65], capacity, slots)
+
+
+def test_rows_are_as_long_as_the_longest_example_needs():
+  # Rows of 128 whose longest example has 40 tokens pack into rows of 64 (the power of
+  # two holding it); per-token outputs come back at the featurizer's 128.
+  lengths = np.array([40, 13, 9, 30, 5])
+  mask = (np.arange(128)[None] < lengths[:, None]).astype(np.int32)
+  ids = np.where(mask == 1, np.arange(1, 129)[None], 0)
+  packed = packing.pack({"input_ids": ids, "attention_mask": mask}, 8, per_example=False)
+  assert packed.arrays["input_ids"].shape == (2, 64)
+  np.testing.assert_array_equal(packed.tokens(packed.arrays["input_ids"]), ids)
+  assert [packing.row_length(n, 128) for n in (1, 32, 33, 64, 65, 128)] == [
+      32, 32, 64, 64, 128, 128]
+  assert packing.row_length(20, 16) == 16  # never longer than the featurizer's rows
+
+
 def test_a_packed_batch_holds_about_as_many_examples():
   arrays = _examples(0, pairs=False, count=64)
   rows, per_batch = packing.Packing(True, max_examples_per_row=SLOTS).train_rows(arrays, 16)
