@@ -12,10 +12,11 @@ pretraining's MLM does (`data.feature_converters.pack_dataset`):
 whatever attention path they use) and positions restart per example, so every real
 token's hidden state is the one the example gets alone in its own row.
 
-Training rows are filled greedily in data order (no sorting: the same data packs into the
-same rows, so a resumed run sees what it saw, and a batch mixes lengths as the data does),
-an example going to the current row while it fits and the row holds fewer than
-`max_examples_per_row`. Prediction, whose order does not matter, packs into the fewest
+Training rows take the examples in a seeded random order (the same seed packs the same
+rows, so a resumed run sees what it saw; CoNLL-2003's consecutive sentences of one
+document, packed together in data order, cost 0.06 dev F1 after an epoch), filled
+greedily, an example going to the current row while it fits and the row holds fewer than
+`max_examples_per_row` (`plan`). Prediction, whose order does not matter, packs into the fewest
 rows (`plan_tight`: 0.99 of SST-2 dev's slots real with MiniLM's tokenizer, against 0.78
 in data order). A row is as long as the data's longest example needs (`row_length`: a
 power of two, at least 32, at most the featurizer's length), not the featurizer's length:
@@ -292,13 +293,15 @@ class Packing:
       packed.arrays.pop("example_positions", None)
     return packed
 
-  def train_rows(self, arrays: Mapping[str, np.ndarray], batch_size: int, multiple: int = 1
-                 ) -> tuple[dict[str, np.ndarray], int]:
-    """(packed training rows, rows per batch): a batch holds about `batch_size` examples,
-    as unpacked batches do, so an epoch takes about as many steps; `multiple` (the
-    microbatches times the devices) divides the rows per batch. Data that packs into fewer
-    rows than `multiple` trains unpacked, `batch_size` rows a batch."""
-    packed = self.pack(arrays)
+  def train_rows(self, arrays: Mapping[str, np.ndarray], batch_size: int, multiple: int = 1,
+                 seed: int = 0) -> tuple[dict[str, np.ndarray], int]:
+    """(packed training rows, rows per batch): the examples shuffled by `seed` and packed;
+    a batch holds about `batch_size` examples, as unpacked batches do, so an epoch takes
+    about as many steps; `multiple` (the microbatches times the devices) divides the rows
+    per batch. Data that packs into fewer rows than `multiple` trains unpacked,
+    `batch_size` rows a batch."""
+    shuffled = np.random.default_rng(seed).permutation(len(arrays["attention_mask"]))
+    packed = self.pack({k: np.asarray(v)[shuffled] for k, v in arrays.items()})
     rows = packed.num_rows
     if rows < multiple:  # too few packed rows for one batch over every device: unpacked
       return dict(arrays), batch_size

@@ -123,7 +123,7 @@ def _fit(model, objective, arrays, init: dict, options: Options,
     # Rows per batch split as the unpacked batch would: over microbatches and devices.
     devices = train_setup.data_parallel_mesh(*config.split_rows).devices.size
     arrays, rows_per_batch = packer.train_rows(arrays, config.batch_size,
-                                               config.num_microbatches * devices)
+                                               config.num_microbatches * devices, config.seed)
     config = dataclasses.replace(config, batch_size=rows_per_batch)
   steps = num_train_steps(loop.num_rows(arrays), dataclasses.replace(options, finetune=config))
   if banner:
