@@ -1,7 +1,6 @@
 """Packed rows (finetune.packing): every packable family's task classes give each packed
 example the outputs it gets alone in an unpadded row (the parity table), the losses stay
 per example, and what cannot pack says why."""
-import dataclasses
 
 import flax.linen as nn
 import jax
