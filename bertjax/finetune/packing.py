@@ -105,10 +105,10 @@ def check(family: str, config: Any, kind: str) -> None:
                      "(--packing=false, Options.packing = False).")
 
 
-def row_length(longest: int, width: int, minimum: int = MIN_ROW_LENGTH) -> int:
-  """The power of two holding `longest` tokens, at least `minimum`, at most `width`: the few
-  row lengths that packed rows and trimmed batches take (each a fresh XLA compile)."""
-  return min(width, max(minimum, 1 << (max(longest, 1) - 1).bit_length()))
+def row_length(longest: int, width: int) -> int:
+  """The power of two holding `longest` tokens, at least MIN_ROW_LENGTH, at most `width`:
+  the few row lengths that packed rows and trimmed batches take (each a fresh XLA compile)."""
+  return min(width, max(MIN_ROW_LENGTH, 1 << (max(longest, 1) - 1).bit_length()))
 
 
 def plan(lengths: Sequence[int], capacity: int, max_examples_per_row: int) -> list[list[int]]:
