@@ -285,10 +285,16 @@ class Packing:
   def per_example_outputs(self) -> bool:
     return self.kind == SEQUENCE
 
-  def pack(self, arrays: Mapping[str, np.ndarray]) -> Packed:
-    """Training rows: per-example targets in slots (but for token tagging); only a
-    sequence classifier reads `example_positions`."""
-    packed = pack(arrays, self.max_examples_per_row, per_example=self.kind != TOKENS)
+  def pack(self, arrays: Mapping[str, np.ndarray], seed: int | None = 0) -> Packed:
+    """Rows as training packs them (`seed`: the examples shuffled by it first) or as
+    prediction packs them (None: the fewest rows, `plan_tight`). Per-example targets go
+    in slots (but for token tagging); only a sequence classifier reads
+    `example_positions`."""
+    if seed is not None:
+      shuffled = np.random.default_rng(seed).permutation(len(arrays["attention_mask"]))
+      arrays = {k: np.asarray(v)[shuffled] for k, v in arrays.items()}
+    packed = pack(arrays, self.max_examples_per_row, per_example=self.kind != TOKENS,
+                  tight=seed is None)
     if not self.per_example_outputs:
       packed.arrays.pop("example_positions", None)
     return packed
@@ -300,8 +306,7 @@ class Packing:
     about as many steps; `multiple` (the microbatches times the devices) divides the rows
     per batch. Data that packs into fewer rows than `multiple` trains unpacked,
     `batch_size` rows a batch."""
-    shuffled = np.random.default_rng(seed).permutation(len(arrays["attention_mask"]))
-    packed = self.pack({k: np.asarray(v)[shuffled] for k, v in arrays.items()})
+    packed = self.pack(arrays, seed)
     rows = packed.num_rows
     if rows < multiple:  # too few packed rows for one batch over every device: unpacked
       return dict(arrays), batch_size
@@ -309,15 +314,16 @@ class Packing:
     per_batch = min(-(-per_batch // multiple) * multiple, max(rows // multiple, 1) * multiple)
     return packed.arrays, per_batch
 
-  def report(self, arrays: Mapping[str, np.ndarray]) -> dict:
-    """What packing does to `arrays`: rows, examples per row, efficiency (real tokens /
-    slots) packed and unpacked; or why it is off."""
+  def report(self, arrays: Mapping[str, np.ndarray], seed: int | None = None) -> dict:
+    """What packing does to `arrays` (packed as `pack(arrays, seed)` packs them: training's
+    rows with a seed, prediction's without): rows, examples per row, efficiency (real
+    tokens / slots) packed and unpacked; or why it is off."""
     mask = np.asarray(arrays["attention_mask"])
     report = {"enabled": self.enabled, "examples": int(np.prod(mask.shape[:-1])),
               "unpacked_efficiency": round(efficiency(mask), 4)}
     if not self.enabled:
       return {**report, "reason": self.reason}
-    packed = self.pack({"attention_mask": mask})
+    packed = self.pack({"attention_mask": mask}, seed)
     return {**report, "rows": packed.num_rows,
             "examples_per_row": round(len(mask) / max(packed.num_rows, 1), 3),
             "max_examples_per_row": self.max_examples_per_row,
@@ -330,7 +336,7 @@ class Packing:
     computed on packed rows when packing is on."""
     if not self.enabled:
       return forward(dict(arrays), output_keys, True)
-    packed = pack(arrays, self.max_examples_per_row, self.per_example_outputs, tight=True)
+    packed = self.pack(arrays, seed=None)
     out = forward(packed.arrays, output_keys, not self.per_example_outputs)
     unpack = packed.examples if self.per_example_outputs else packed.tokens
     return {k: unpack(v) for k, v in out.items()}

@@ -117,7 +117,7 @@ def _fit(model, objective, arrays, init: dict, options: Options,
   n = loop.num_rows(arrays)
   config, packed_report = options.finetune, None
   if packer is not None:
-    packed_report = packer.report(arrays)
+    packed_report = packer.report(arrays, config.seed)
     logging.info("Packing of the training rows: %s", packed_report)
   if packer is not None and packer.enabled:
     # Rows per batch split as the unpacked batch would: over microbatches and devices.

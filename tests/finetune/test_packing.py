@@ -242,6 +242,13 @@ def test_training_rows_pack_the_examples_in_a_seeded_order():
   # Every example's tokens are in the rows once, whatever the order.
   real = lambda ids: sorted(ids[ids != 0].tolist())
   assert real(rows(3)) == real(arrays["input_ids"])
+  # The report describes the rows that train (with the seed) and those that predict.
+  trained = packer.train_rows(arrays, 16, seed=3)[0]["attention_mask"]
+  report = packer.report(arrays, seed=3)
+  assert (report["rows"], report["efficiency"]) == (len(trained), round(trained.mean(), 4))
+  predicted = packer.pack(arrays, seed=None).arrays["attention_mask"]
+  assert packer.report(arrays)["efficiency"] == round(predicted.mean(), 4)
+  assert len(predicted) <= len(trained)
 
 
 def test_pack_refuses_rows_it_cannot_pack():
