@@ -130,8 +130,8 @@ def test_gpu_step_writes_its_table(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_gpu_profile_writes_both_sides_tables(tmp_path, monkeypatch):
   monkeypatch.setenv("OUT", str(tmp_path))
-  # Every op listed (--top=40 is more than the tiny step has): on a loaded machine the
-  # 8 test devices' collectives and waits, which have no HLO kind, can fill a short list.
+  # The top 40 ops: the 8 test devices' collectives and waits, which have no HLO kind, can
+  # fill a short list on a loaded machine (about 15 of them, then the fusions).
   gpu_profile.main(["--tiny", "--steps=1", "--top=40", "--batch_size=8", "--sequence_length=16",
                     "--variants=float32:xla", "--torch=float32"])
   ours = (tmp_path / "profile_float32_xla.md").read_text()
