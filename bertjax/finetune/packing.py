@@ -336,7 +336,8 @@ class Packing:
     computed on packed rows when packing is on."""
     if not self.enabled:
       return forward(dict(arrays), output_keys, True)
-    packed = self.pack(arrays, seed=None)
+    # Per-example slots only for what comes out per example (no targets go in).
+    packed = pack(arrays, self.max_examples_per_row, self.per_example_outputs, tight=True)
     out = forward(packed.arrays, output_keys, not self.per_example_outputs)
     unpack = packed.examples if self.per_example_outputs else packed.tokens
     return {k: unpack(v) for k, v in out.items()}
