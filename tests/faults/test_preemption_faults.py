@@ -43,7 +43,7 @@ def test_sigterm_saves_the_step_and_the_run_resumes_bit_identical(tmp_path):
   assert rc == 0, err[-3000:]
 
   model_dir = str(tmp_path / "preempted")
-  first = random.Random().randint(1, 6)  # SIGTERM after this step: saved at the next one
+  first = random.Random().randint(1, 6)  # SIGTERM during the next step: it is saved
   rc, _, err = _run(gin_file, model_dir, cache, kill_at=f"term:{first}")
   assert rc == 128 + signal.SIGTERM, err[-3000:]
   assert f"Stopped by SIGTERM after step {first + 1}, which is saved" in err, err[-2000:]

@@ -7,7 +7,8 @@ registered and, when `BERTJAX_KILL_AT` is set, one self-inflicted SIGKILL:
   save:K   right after the async save of step K started (Orbax still writing);
   seal:K   after Orbax committed step K, before its checksums were written;
 or SIGTERM, the signal of a preemption, which the run survives by saving:
-  term:K      after train step K ran;
+  term:K      after the loop asked whether to stop after step K (so the run is in step K + 1
+              when the signal comes, and stops after it);
   termseal:K  after Orbax committed step K, before its checksums were written.
 """
 import os
@@ -39,15 +40,32 @@ def _die_after(owner, method: str, step: int, signum=signal.SIGKILL) -> None:
   setattr(owner, method, then_die)
 
 
+def _signal_after_asked(watch_class, step: int) -> None:
+  """SIGTERM once `Watch.reached(step)` has answered: the run is past step `step`'s stop
+  check, so it notes the signal during step `step` + 1 and stops after that one."""
+  reached = watch_class.reached
+
+  def then_signal(self, done):
+    answer = reached(self, done)
+    if done == step:
+      _die(signal.SIGTERM)
+    return answer
+  watch_class.reached = then_signal
+
+
 def install_kill(spec: str) -> None:
   """Patches bertjax so that the process kills itself as `spec` (module docstring) says."""
   from bertjax.checkpoints import integrity, run
-  from bertjax.train import metrics
+  from bertjax.train import metrics, preemption
   moment, step = spec.split(":")
   step = int(step)
   signum = signal.SIGTERM if moment.startswith("term") else signal.SIGKILL
-  if moment in ("step", "term"):
+  if moment == "step":
     _die_after(metrics.MetricsWriter, "advance", step, signum)
+  elif moment == "term":
+    # Not on the progress bar's `advance`: the bar moves to step 1 before the loop asks
+    # about it, and to step K > 1 only during step K + 1 (one step stays in flight).
+    _signal_after_asked(preemption.Watch, step)
   elif moment == "save":
     _die_after(run.RunCheckpoints, "save", step)
   elif moment in ("seal", "termseal"):
