@@ -75,7 +75,7 @@ class Spec:
 
 def train_steps(num_rows: int, spec: Spec) -> int:
   """The optimizer steps of `spec` on `num_rows` rows: whole epochs of full batches, as
-  bertjax.finetune.pipelines.num_train_steps counts them."""
+  bertjax.finetune.fitting.num_train_steps counts them."""
   per_epoch = max(num_rows // min(spec.batch_size, num_rows), 1)
   return max(1, math.ceil(spec.epochs * per_epoch))
 
@@ -99,14 +99,14 @@ def main_metric(task: str) -> str:
 
 # ----------------------------------------------------------------------------- ours
 def finetuner_has_packing() -> bool:
-  from bertjax.finetune import pipelines
-  return any(f.name == "packing" for f in dataclasses.fields(pipelines.Options))
+  from bertjax.finetune import fitting
+  return any(f.name == "packing" for f in dataclasses.fields(fitting.Options))
 
 
 def ours_finetune(spec: Spec) -> dict:
-  from bertjax.finetune import loop, pipelines, run
+  from bertjax.finetune import fitting, loop, run
   packing = {} if spec.packing is None else {"packing": spec.packing}
-  options = pipelines.Options(
+  options = fitting.Options(
       finetune=loop.FinetuneConfig(
           learning_rate=spec.learning_rate, warmup_fraction=spec.warmup_fraction,
           batch_size=spec.batch_size, num_epochs=float(spec.epochs),

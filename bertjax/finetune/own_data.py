@@ -31,7 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from bertjax.evaluation import glue as glue_eval, readers
-from bertjax.finetune import loop, own_files, pipelines, resume, run, submission
+from bertjax.finetune import fitting, loop, own_files, pipelines, resume, run, submission
 
 METRICS = {"classification": ("accuracy",), "regression": ("pearson", "spearman")}
 
@@ -112,8 +112,8 @@ def fine_tune(model: str, kind: str, train: str, dev: str, *, text: str | None =
                     f"bertjax.fine_tune({model!r}, {kind!r}, {files})")
 
 
-def _predictions(options: pipelines.Options, name: str = "") -> str:
-  return os.path.join(options.output_dir, pipelines.PREDICTIONS_DIR, name)
+def _predictions(options: fitting.Options, name: str = "") -> str:
+  return os.path.join(options.output_dir, fitting.PREDICTIONS_DIR, name)
 
 
 def _label_order(found: set[str], given: tuple[str, ...] | None, train: str, field: str,
@@ -214,14 +214,14 @@ FITS = {"classification": _fit_pairs, "regression": _fit_pairs,
         "token_classification": _fit_tags, "question_answering": _fit_questions}
 
 
-def _options(output_dir: str | None, settings: dict) -> pipelines.Options:
+def _options(output_dir: str | None, settings: dict) -> fitting.Options:
   tuning = {f.name for f in dataclasses.fields(loop.FinetuneConfig)}
-  general = {f.name for f in dataclasses.fields(pipelines.Options)} - {"finetune", "output_dir"}
+  general = {f.name for f in dataclasses.fields(fitting.Options)} - {"finetune", "output_dir"}
   unknown = sorted(set(settings) - tuning - general)
   if unknown:
     raise ValueError(f"Unknown settings {unknown}; fine_tune takes FinetuneConfig's "
                      f"{sorted(tuning)} and Options' {sorted(general)}.")
-  return pipelines.Options(
+  return fitting.Options(
       finetune=loop.FinetuneConfig(**{k: v for k, v in settings.items() if k in tuning}),
       output_dir=output_dir, **{k: v for k, v in settings.items() if k in general})
 

@@ -2,185 +2,28 @@
 
 Each run trains its encoder family's transformers task class (`task_models`: GLUE
 ...ForSequenceClassification, SQuAD ...ForQuestionAnswering, CoNLL-2003
-...ForTokenClassification, SWAG ...ForMultipleChoice), evaluates on dev after every
-epoch, keeps the best epoch's params (`selection.fit`: Orbax checkpoints, keep-best on
-the task's main metric), scores and writes predictions with them, and returns a
-JSON-able report: the scores of every split and epoch, the best epoch, sizes, what the
-readers skipped, the training curve. With `Options.output_dir`, predictions go to
-OUTPUT_DIR/predictions/ in each benchmark's submission format (`submission`),
-the train rows and per-epoch scores to OUTPUT_DIR/metrics.jsonl, OUTPUT_DIR/tensorboard/
-and OUTPUT_DIR/loss_curve.png, each evaluated epoch's params to OUTPUT_DIR/checkpoints/
-while the run selects (the best kept), and the best model to OUTPUT_DIR itself (then the
-one copy of its weights; generic heads keep checkpoints/) as a converted checkpoint of its transformers class (params/ + metadata.json +
-tokenizer files: `bertjax.open_model(OUTPUT_DIR)`, `python -m bertjax.convert
---to_hf=DIR --checkpoint=OUTPUT_DIR`).
+...ForTokenClassification, SWAG ...ForMultipleChoice) through `fitting` (evaluated on dev
+after every epoch, the best epoch kept), scores and writes predictions with the best
+epoch's params, and returns a JSON-able report: the scores of every split and epoch, the
+best epoch, sizes, what the readers skipped, the training curve. With
+`Options.output_dir`, predictions go to OUTPUT_DIR/predictions/ in each benchmark's
+submission format (`submission`); what else is written there, `fitting` says.
 """
-import contextlib
-import dataclasses
-import math
 import os
-import shutil
-import tempfile
 import time
 from typing import Any
 
-import gin
 import numpy as np
 from absl import logging
 
-from bertjax import checkpoints
-from bertjax.configurables import typechecked
 from bertjax.checkpoints import encoders
 from bertjax.evaluation import conll, readers
 from bertjax.evaluation import glue as glue_eval, squad as squad_eval, swag as swag_eval
-from bertjax.finetune import feature_based, glue, loop, ner, packing, selection, squad
-from bertjax.finetune import submission, swag
-from bertjax.finetune import task_models
+from bertjax.finetune import feature_based, fitting, glue, ner, packing, squad, submission
+from bertjax.finetune import swag, task_models
+from bertjax.finetune.fitting import Options
 from bertjax.objectives import downstream as objectives
 from bertjax.finetune.tokenization import Tokenizer
-from bertjax.train import setup as train_setup
-
-PREDICTIONS_DIR = "predictions"
-_EXAMPLES_PER_ROW = packing.DEFAULT_EXAMPLES_PER_ROW  # (Options.packing hides the module)
-
-
-@dataclasses.dataclass(frozen=True)
-class Options:
-  """Everything a run needs besides the task and the encoder (gin: `Options.<field>`)."""
-  finetune: loop.FinetuneConfig = dataclasses.field(default_factory=loop.FinetuneConfig)
-  output_dir: str | None = None   # checkpoints, metrics.jsonl, predictions/; None: kept nowhere
-  max_seq_length: int = 128
-  max_train_examples: int | None = None  # keep the first N training examples
-  max_eval_examples: int | None = None
-  max_steps: int | None = None           # overrides num_epochs
-  eval_each_epoch: bool = True           # False: evaluate (and select) only at the end
-  predict_test: bool = True              # also predict the test split where one exists
-  # "pooler": the family's transformers head; "cls" / "mean": BERT's head over raw [CLS] /
-  # the mean (an ablation, not exportable).
-  pooling: str = "pooler"
-  fresh_head: bool = False  # a checkpoint of the task's class: train a new head anyway
-  # Several examples per row (finetune.packing) where the model can pack the task; False:
-  # one example per row, as before.
-  packing: bool = True
-  max_examples_per_row: int = _EXAMPLES_PER_ROW
-  data_dir: str | None = None
-  # SQuAD
-  doc_stride: int = 128
-  max_query_length: int = 64
-  max_answer_length: int = 30
-  n_best_size: int = 20
-  squad_file: str | None = None
-  squad_train_articles: int = 38
-  null_threshold: float = 0.0
-
-  def __post_init__(self):
-    if self.max_examples_per_row < 1:
-      raise ValueError(f"Options.max_examples_per_row = {self.max_examples_per_row} "
-                       "(--max_examples_per_row): give 1 or more.")
-
-
-Options.__init__ = typechecked(Options.__init__)
-Options = gin.configurable(Options)
-
-
-def num_train_steps(num_examples: int, options: Options) -> int:
-  if options.max_steps:
-    return options.max_steps
-  per_epoch = loop.steps_per_epoch(num_examples, options.finetune.batch_size)
-  return max(1, math.ceil(options.finetune.num_epochs * per_epoch))
-
-
-@contextlib.contextmanager
-def _work_dir(options: Options, name: str = ""):
-  """OUTPUT_DIR[/name] for checkpoints and metrics; a temporary folder without one."""
-  if options.output_dir:
-    yield os.path.join(options.output_dir, name)
-  else:
-    with tempfile.TemporaryDirectory(prefix="bertjax_finetune_") as tmp:
-      yield tmp
-
-
-def _predictions_path(options: Options, *parts: str) -> str | None:
-  return os.path.join(options.output_dir, PREDICTIONS_DIR, *parts) if options.output_dir else None
-
-
-def _fit(model, objective, arrays, init: dict, options: Options,
-         evaluate: selection.Evaluate, metric: str, name: str = "",
-         frozen: tuple[str, ...] = (), banner: str | None = None,
-         packer: packing.Packing | None = None
-         ) -> tuple[loop.Finetuner, selection.Selection, dict]:
-  """Fine-tunes with evaluation after each epoch; the finetuner ends on the best epoch.
-
-  init: the weights to start from, {'encoder': ..., 'head': ...} (either may be absent);
-  banner: what is fine-tuned on what, printed with the run's size before it starts;
-  packer: trains on packed rows when enabled (batches of about as many examples)."""
-  n = loop.num_rows(arrays)
-  config, packed_report = options.finetune, None
-  if packer is not None:
-    packed_report = packer.report(arrays, config.seed)
-    logging.info("Packing of the training rows: %s", packed_report)
-  if packer is not None and packer.enabled:
-    # Rows per batch split as the unpacked batch would: over microbatches and devices.
-    devices = train_setup.data_parallel_mesh(*config.split_rows).devices.size
-    arrays, rows_per_batch = packer.train_rows(arrays, config.batch_size,
-                                               config.num_microbatches * devices, config.seed)
-    config = dataclasses.replace(config, batch_size=rows_per_batch)
-  steps = num_train_steps(loop.num_rows(arrays), dataclasses.replace(options, finetune=config))
-  if banner:
-    rows = (f"{n} training examples in {loop.num_rows(arrays)} packed rows" if n !=
-            loop.num_rows(arrays) else f"{n} training rows")
-    print(f"{banner}: {rows}, {steps} steps of batch {config.batch_size}, "
-          f"peak learning rate {config.learning_rate:g}.", flush=True)
-  start = time.time()
-  tuner = loop.Finetuner(model, objective, arrays, config, steps, init.get("encoder"),
-                         frozen=frozen, head_params=init.get("head"))
-  with _work_dir(options, name) as directory:
-    chosen = selection.fit(tuner, arrays, steps, evaluate, metric, directory,
-                           options.eval_each_epoch, tensorboard=bool(options.output_dir),
-                           loss_curve=bool(options.output_dir),
-                           resumable=bool(options.output_dir))
-  report = {"train_rows": n, "train_steps": steps, "history": chosen.train_history,
-            "train_time_s": time.time() - start, **chosen.report(), "eval": chosen.scores}
-  if packed_report is not None:
-    report["packing"] = {"train": packed_report}
-  return tuner, chosen, report
-
-
-def _packer(model: encoders.Encoder, kind: str, options: Options) -> packing.Packing:
-  """How `model` runs `kind`: packed if options.packing and its family can (else why not)."""
-  chosen = packing.Packing.choose(options.packing, model.family.name, model.config, kind,
-                                  options.max_examples_per_row)
-  if options.packing and not chosen.enabled:
-    logging.warning("Running unpacked: %s.", chosen.reason)
-  return chosen
-
-
-def _predict(tuner: loop.Finetuner, packer: packing.Packing, arrays,
-             output_keys: tuple[str, ...]) -> dict[str, np.ndarray]:
-  """The tuner's outputs for every (unpacked) row of `arrays`, run packed when it packs."""
-  return packer.predict(lambda rows, keys, untrim: tuner.predict(rows, keys, untrim=untrim),
-                        arrays, output_keys)
-
-
-def _fit_task(task: task_models.TaskModel, objective, arrays, options: Options,
-              evaluate: selection.Evaluate, metric: str, what: str,
-              packer: packing.Packing | None = None):
-  """`_fit` of a task model; with an output_dir, the best epoch's model is saved there as a
-  converted checkpoint of its transformers class (`what` says where it came from), the
-  one copy of its weights: the selection's checkpoint is removed once it is written."""
-  tuner, chosen, report = _fit(
-      task.module, objective, arrays, task.start, options, evaluate, metric,
-      banner=f"Fine-tuning {task.description} on {what} from {task.encoder.description}",
-      packer=packer)
-  report["model"] = task.description
-  if options.output_dir:
-    exported = task_models.save(task, tuner.params, options.output_dir,
-                                task.encoder.tokenizer_dir,
-                                f"{what}, fine-tuned from {task.encoder.description}")
-    report["exported_as"] = exported
-    if exported:
-      shutil.rmtree(os.path.join(options.output_dir, checkpoints.RUN_SUBDIR))
-  return tuner, chosen, report
 
 
 def run_glue(task_name: str, encoder: encoders.Encoder, tokenizer: Tokenizer,
@@ -197,7 +40,8 @@ def run_glue(task_name: str, encoder: encoders.Encoder, tokenizer: Tokenizer,
     written = []
     for split, name in zip(task.eval_splits, task.submission_names):
       written.append(submission.write_glue(
-          _predictions_path(options, "dev", f"{name}.tsv"), [e.guid for e in dev_sets[split]],
+          fitting.predictions_path(options, "dev", f"{name}.tsv"),
+          [e.guid for e in dev_sets[split]],
           glue_eval.submission_labels(task, chosen.outputs[split])))
     if options.predict_test:
       for split, name in zip(task.test_splits, task.submission_names):
@@ -205,10 +49,10 @@ def run_glue(task_name: str, encoder: encoders.Encoder, tokenizer: Tokenizer,
           continue
         examples = glue_eval.read_test_examples(task, split, skips, options.data_dir,
                                                 options.max_eval_examples)
-        logits = _predict(tuner, _packer(encoder, task_models.SEQUENCE, options),
-                          convert(examples), ("logits",))["logits"]
+        packer = fitting.choose_packer(encoder, task_models.SEQUENCE, options)
+        logits = fitting.predict(tuner, packer, convert(examples), ("logits",))["logits"]
         written.append(submission.write_glue(
-            _predictions_path(options, "test", f"{name}.tsv"), [e.guid for e in examples],
+            fitting.predictions_path(options, "test", f"{name}.tsv"), [e.guid for e in examples],
             glue_eval.submission_labels(task, logits)))
     report["predictions"] = written
   report["skipped"] = {"count": len(skips), "summary": skips.summary()}
@@ -229,13 +73,13 @@ def fit_pairs(task: glue_eval.GlueTask, train: list[glue_eval.PairExample],
   convert = lambda examples: encoder.fit_inputs(
       glue.convert_examples(examples, tokenizer, options.max_seq_length))
   converted = {split: (examples, convert(examples)) for split, examples in dev_sets.items()}
-  packer = _packer(encoder, task_models.SEQUENCE, options)
+  packer = fitting.choose_packer(encoder, task_models.SEQUENCE, options)
 
   def evaluate(tuner):
     scores, logits = {}, {}
     for split, (examples, arrays) in converted.items():
       start = time.time()
-      logits[split] = _predict(tuner, packer, arrays, ("logits",))["logits"]
+      logits[split] = fitting.predict(tuner, packer, arrays, ("logits",))["logits"]
       scores[split] = {**glue_eval.evaluate(task, logits[split], arrays["labels"]),
                        "examples": len(examples), "eval_time_s": time.time() - start}
     return scores, logits
@@ -243,8 +87,9 @@ def fit_pairs(task: glue_eval.GlueTask, train: list[glue_eval.PairExample],
   objective = (objectives.Regression(task.label_center, task.label_scale) if task.is_regression
                else objectives.Classification())
   first_split = next(iter(dev_sets))
-  tuner, chosen, report = _fit_task(model, objective, convert(train), options, evaluate,
-                                    f"{first_split}/{task.metrics[0]}", task.name, packer)
+  tuner, chosen, report = fitting.fit_task(model, objective, convert(train), options, evaluate,
+                                           f"{first_split}/{task.metrics[0]}", task.name,
+                                           packer)
   report["packing"][first_split] = packer.report(converted[first_split][1])
   logging.info("%s best epoch: %s", task.name, chosen.scores)
   return tuner, chosen, report, convert
@@ -276,7 +121,7 @@ def run_squad(task_name: str, encoder: encoders.Encoder, tokenizer: Tokenizer,
   if options.output_dir:
     answers, margins = chosen.outputs
     report["predictions"] = submission.write_squad(
-        _predictions_path(options), answers, margins if version == "2.0" else None)
+        fitting.predictions_path(options), answers, margins if version == "2.0" else None)
   report["skipped"] = {"count": len(skips), "summary": skips.summary()}
   return report
 
@@ -299,11 +144,11 @@ def fit_spans(version: str, train: list[squad_eval.SquadExample],
   model_keys = ("input_ids", "attention_mask", "token_type_ids", "start_positions",
                 "end_positions")
   golds = {e.qid: list(e.answer_texts) for e in held_out}
-  packer = _packer(encoder, task_models.SPANS, options)
+  packer = fitting.choose_packer(encoder, task_models.SPANS, options)
 
   def evaluate(tuner):
     start = time.time()
-    logits = _predict(tuner, packer, {k: features[k] for k in model_keys[:3]},
+    logits = fitting.predict(tuner, packer, {k: features[k] for k in model_keys[:3]},
                       ("start_logits", "end_logits"))
     spans = squad.postprocess(held_out, features, logits["start_logits"], logits["end_logits"],
                               options.n_best_size, options.max_answer_length)
@@ -316,9 +161,9 @@ def fit_spans(version: str, train: list[squad_eval.SquadExample],
                     "eval_time_s": time.time() - start}}, (answers, margins)
 
   metric = f"{split}/f1" if version == "1.1" else f"{split}/best_f1"
-  tuner, chosen, report = _fit_task(model, objectives.SpanExtraction(),
-                                    {k: arrays[k] for k in model_keys}, options, evaluate,
-                                    metric, what, packer)
+  tuner, chosen, report = fitting.fit_task(model, objectives.SpanExtraction(),
+                                           {k: arrays[k] for k in model_keys}, options,
+                                           evaluate, metric, what, packer)
   report["packing"][split] = packer.report(features)
   report["train_questions"] = len(train)
   return tuner, chosen, report
@@ -339,7 +184,8 @@ def _ner_scores(tuner, sentences, arrays, packer: packing.Packing,
                 labels: tuple[str, ...] = conll.LABELS
                 ) -> tuple[dict[str, Any], list[list[str]]]:
   start = time.time()
-  logits = _predict(tuner, packer, {k: arrays[k] for k in _NER_INPUTS}, ("logits",))["logits"]
+  logits = fitting.predict(tuner, packer, {k: arrays[k] for k in _NER_INPUTS},
+                           ("logits",))["logits"]
   scores = ner.evaluate(logits, arrays, sentences, labels)
   return ({**scores, "sentences": len(sentences), "eval_time_s": time.time() - start},
           ner.word_tags(logits, arrays["first_piece"], sentences, labels))
@@ -355,16 +201,16 @@ def run_ner(encoder: encoders.Encoder, tokenizer: Tokenizer, options: Options) -
   logging.info("conll2003 dev (best epoch): f1=%.4f", chosen.scores["dev"]["f1"])
   written = []
   if options.output_dir:
-    written.append(submission.write_conll(_predictions_path(options, "conll2003_dev.txt"),
-                                          dev, chosen.outputs))
+    written.append(submission.write_conll(
+        fitting.predictions_path(options, "conll2003_dev.txt"), dev, chosen.outputs))
   test_path = conll.path("test", options.data_dir)
   if options.predict_test and os.path.exists(test_path):
     test = conll.read_sentences(test_path, skips)[:options.max_eval_examples]
     scores, tags = _ner_scores(tuner, test, convert(test), packer)
     report["eval"]["test"] = scores
     if options.output_dir:
-      written.append(submission.write_conll(_predictions_path(options, "conll2003_test.txt"),
-                                            test, tags))
+      written.append(submission.write_conll(
+          fitting.predictions_path(options, "conll2003_test.txt"), test, tags))
   if written:
     report["predictions"] = written
   report["skipped"] = {"count": len(skips), "summary": skips.summary()}
@@ -375,21 +221,22 @@ def fit_tags(labels: tuple[str, ...], train: list[conll.Sentence], dev: list[con
              encoder: encoders.Encoder, tokenizer: Tokenizer, options: Options, what: str):
   """Token classification over `labels` (entity tags: O, B-/I-/E-/S-<type>) fine-tuned on
   `train`, selected on `dev` by conlleval's entity F1: (finetuner, selection, report, the
-  sentences -> inputs converter, how it packs). CoNLL-2003's files and your own (`finetune.own_data`) both
-  come here; the selection's outputs are the best epoch's dev word tags."""
+  sentences -> inputs converter, how it packs). CoNLL-2003's files and your own
+  (`finetune.own_data`) both come here; the selection's outputs are the best epoch's dev word
+  tags."""
   model = task_models.build(encoder, task_models.TOKENS, labels, fresh_head=options.fresh_head)
   convert = lambda sentences: ner.convert_sentences(sentences, tokenizer,
                                                     options.max_seq_length, labels)
   train_arrays, dev_arrays = convert(train), convert(dev)
-  packer = _packer(encoder, task_models.TOKENS, options)
+  packer = fitting.choose_packer(encoder, task_models.TOKENS, options)
 
   def evaluate(tuner):
     scores, tags = _ner_scores(tuner, dev, dev_arrays, packer, labels)
     return {"dev": scores}, tags
 
-  tuner, chosen, report = _fit_task(model, objectives.TokenClassification(),
-                                    {k: train_arrays[k] for k in _NER_TRAIN}, options, evaluate,
-                                    "dev/f1", what, packer)
+  tuner, chosen, report = fitting.fit_task(model, objectives.TokenClassification(),
+                                           {k: train_arrays[k] for k in _NER_TRAIN}, options,
+                                           evaluate, "dev/f1", what, packer)
   report["packing"]["dev"] = packer.report(dev_arrays)
   return tuner, chosen, report, convert, packer
 
@@ -407,7 +254,8 @@ def run_feature_based(encoder: encoders.Encoder, tokenizer: Tokenizer, options: 
   train_arrays, dev_arrays = (ner.convert_sentences(s, tokenizer, options.max_seq_length)
                               for s in (train, dev))
   start = time.time()
-  packer = _packer(encoder, task_models.TOKENS, options)  # the encoder runs per token
+  # The encoder runs per token.
+  packer = fitting.choose_packer(encoder, task_models.TOKENS, options)
   states = {name: feature_based.extract(encoder.module, encoder.params, arrays,
                                         options.finetune.eval_batch_size, packer)
             for name, arrays in (("train", train_arrays), ("dev", dev_arrays))}
@@ -430,8 +278,8 @@ def run_feature_based(encoder: encoders.Encoder, tokenizer: Tokenizer, options: 
 
     tagger = feature_based.FeatureTagger(name, len(conll.LABELS))
     # The tagger starts from scratch.
-    _, chosen, trained = _fit(tagger, feature_based.WordTagging(), word["train"], {}, options,
-                              evaluate, "dev/f1", name=f"feature_{name}")
+    _, chosen, trained = fitting.fit(tagger, feature_based.WordTagging(), word["train"], {},
+                                     options, evaluate, "dev/f1", name=f"feature_{name}")
     scores = chosen.scores["dev"]
     logging.info("feature-based %s dev (best epoch): f1=%.4f", name, scores["f1"])
     report["eval"][name] = {**scores, "train_steps": trained["train_steps"],
@@ -440,7 +288,7 @@ def run_feature_based(encoder: encoders.Encoder, tokenizer: Tokenizer, options: 
                             "time_s": time.time() - start}
     if options.output_dir:
       report["predictions"].append(submission.write_conll(
-          _predictions_path(options, f"conll2003_dev_{name}.txt"), dev, chosen.outputs))
+          fitting.predictions_path(options, f"conll2003_dev_{name}.txt"), dev, chosen.outputs))
   report["skipped"] = {"count": len(skips), "summary": skips.summary()}
   return report
 
@@ -463,11 +311,11 @@ def run_swag(encoder: encoders.Encoder, tokenizer: Tokenizer, options: Options) 
                      "examples": len(dev), "eval_time_s": time.time() - start}},
             logits.argmax(-1))
 
-  _, chosen, report = _fit_task(model, objectives.Classification(), arrays, options, evaluate,
-                                "val/accuracy", "SWAG",
-                                _packer(encoder, task_models.CHOICES, options))
+  _, chosen, report = fitting.fit_task(
+      model, objectives.Classification(), arrays, options, evaluate, "val/accuracy", "SWAG",
+      fitting.choose_packer(encoder, task_models.CHOICES, options))
   if options.output_dir:
-    report["predictions"] = [submission.write_swag(_predictions_path(options, "swag_val.csv"),
-                                                   chosen.outputs)]
+    report["predictions"] = [submission.write_swag(
+        fitting.predictions_path(options, "swag_val.csv"), chosen.outputs)]
   report["skipped"] = {"count": len(skips), "summary": skips.summary()}
   return report

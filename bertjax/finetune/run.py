@@ -42,7 +42,7 @@ from bertjax.configurables import typechecked
 from bertjax.checkpoints import encoders
 from bertjax.checkpoints.formats import open_model
 from bertjax.evaluation import glue
-from bertjax.finetune import feature_based, loop, pipelines, resume, tokenization
+from bertjax.finetune import feature_based, fitting, loop, pipelines, resume, tokenization
 from bertjax import files
 from bertjax.layers.embeddings import check_length
 from bertjax.models.common.config import max_positions
@@ -163,14 +163,14 @@ def flag_bindings() -> list[str]:
   return bindings
 
 
-def configure(gin_files: list[str], gin_params: list[str]) -> tuple[FinetuneRun, pipelines.Options]:
+def configure(gin_files: list[str], gin_params: list[str]) -> tuple[FinetuneRun, fitting.Options]:
   """Parses the config and builds it: every bad binding raises here, before any compute."""
   configurables.parse_config(gin_files, gin_params)
-  return FinetuneRun(), pipelines.Options(finetune=loop.FinetuneConfig())
+  return FinetuneRun(), fitting.Options(finetune=loop.FinetuneConfig())
 
 
 def run_task(task: str, encoder: encoders.Encoder, tokenizer: tokenization.Tokenizer,
-             options: pipelines.Options, feature_mode: str | None = None) -> dict:
+             options: fitting.Options, feature_mode: str | None = None) -> dict:
   if feature_mode:
     if task != "conll2003":
       raise ValueError("--feature_mode is implemented for --task=conll2003 (BERT Table 7).")
@@ -196,7 +196,7 @@ def main(argv):
   run(config, options, start, overwrite=FLAGS.overwrite)
 
 
-def run(config: FinetuneRun, options: pipelines.Options, start: float | None = None,
+def run(config: FinetuneRun, options: fitting.Options, start: float | None = None,
         overwrite: bool = False) -> dict:
   """Loads the encoder, runs the task, prints and writes the report (and returns it).
   An existing output_dir is refused unless `overwrite` (bertjax.output_paths), or resumed
@@ -217,7 +217,7 @@ def run(config: FinetuneRun, options: pipelines.Options, start: float | None = N
     return _run(config, options, model, encoder, tokenizer, start)
 
 
-def _run(config: FinetuneRun, options: pipelines.Options, model, encoder, tokenizer,
+def _run(config: FinetuneRun, options: fitting.Options, model, encoder, tokenizer,
          start: float) -> dict:
   # The whole model: a checkpoint of the task's class continues with its head.
   report = run_task(config.task, model, tokenizer, options, config.feature_mode)
@@ -225,7 +225,7 @@ def _run(config: FinetuneRun, options: pipelines.Options, model, encoder, tokeni
                 "python -m bertjax.finetune.run " + " ".join(sys.argv[1:]))
 
 
-def open_for_finetuning(checkpoint: str, tokenizer: str | None, options: pipelines.Options
+def open_for_finetuning(checkpoint: str, tokenizer: str | None, options: fitting.Options
                         ) -> tuple[encoders.Encoder, encoders.Encoder, tokenization.Tokenizer]:
   """(the model at `checkpoint`: any folder open_model reads, its bare encoder, its
   tokenizer or the one at `tokenizer`), checked against each other and
@@ -240,7 +240,7 @@ def open_for_finetuning(checkpoint: str, tokenizer: str | None, options: pipelin
   return model, encoder, tokenization.for_model(encoder, tokenizer)
 
 
-def finish(report: dict, task: str, encoder: str, options: pipelines.Options, start: float,
+def finish(report: dict, task: str, encoder: str, options: fitting.Options, start: float,
            command: str) -> dict:
   """The run's report with what ran, printed (less its per-step history) and written to
   OUTPUT_DIR/results.json."""

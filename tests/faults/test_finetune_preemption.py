@@ -20,7 +20,7 @@ import pytest
 
 from bertjax import checkpoints, run_lock
 from bertjax.checkpoints import converted
-from bertjax.finetune import pipelines, resume, run
+from bertjax.finetune import fitting, resume, run
 from bertjax.checkpoints import model as hf_model
 from bertjax.train import loop as train_loop, metrics as train_metrics
 from tests.finetune.test_run import _tiny_hf
@@ -133,7 +133,7 @@ def test_sigterm_saves_the_state_and_the_same_command_resumes_bit_identical(
   assert f"Resumed the fine-tuning stopped after step {stopped} " in capsys.readouterr().out
   assert not (out / resume.RESUME_SUBDIR).exists()  # nothing left to resume
   assert _results(out) == _results(reference)
-  predictions = os.path.join(pipelines.PREDICTIONS_DIR, "dev", "RTE.tsv")
+  predictions = os.path.join(fitting.PREDICTIONS_DIR, "dev", "RTE.tsv")
   assert (out / predictions).read_text() == (reference / predictions).read_text()
   got, _ = checkpoints.load_params(str(out))
   want, _ = checkpoints.load_params(str(reference))

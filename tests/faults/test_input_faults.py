@@ -23,7 +23,7 @@ from bertjax.checkpoints import converted
 from bertjax.checkpoints.formats import open_model
 from bertjax.data import hf_vocabulary, sources
 from bertjax.evaluation import glue, readers
-from bertjax.finetune import loop, pipelines, run as finetune_run
+from bertjax.finetune import fitting, loop, run as finetune_run
 from bertjax.hf import io as hf_io
 from bertjax.models.bart import BartConfig, BartModel
 from bertjax.models.common.config import max_positions
@@ -153,8 +153,8 @@ def test_encode_refuses_max_seq_length_past_the_table(bert_dir, tmp_path):
 
 def test_finetuning_refuses_max_seq_length_past_the_table(bert_dir, tmp_path):
   data_dir = ft_helpers.write_rte(tmp_path / "data", train_rows=4, dev_rows=2)
-  options = pipelines.Options(max_seq_length=128, data_dir=data_dir,
-                              output_dir=str(tmp_path / "out"), finetune=loop.FinetuneConfig())
+  options = fitting.Options(max_seq_length=128, data_dir=data_dir,
+                            output_dir=str(tmp_path / "out"), finetune=loop.FinetuneConfig())
   with pytest.raises(ValueError, match=r"Options.max_seq_length \(--max_seq_length\): rows of "
                                        r"128 tokens, but the model has 64 positions"):
     finetune_run.run(finetune_run.FinetuneRun(task="rte", init_checkpoint=str(bert_dir)),
@@ -186,8 +186,8 @@ def test_convert_refuses_a_vocabulary_linking_out_of_the_folder(bert_dir, tmp_pa
                lambda: hf_vocabulary.vocab_from_hf(model_dir)):
     with pytest.raises(ValueError, match="vocab.txt is a symbolic link to"):
       read()
-  options = pipelines.Options(max_seq_length=16, output_dir=str(tmp_path / "out"),
-                              finetune=loop.FinetuneConfig())
+  options = fitting.Options(max_seq_length=16, output_dir=str(tmp_path / "out"),
+                            finetune=loop.FinetuneConfig())
   with pytest.raises(ValueError, match="vocab.txt is a symbolic link to"):
     finetune_run.run(finetune_run.FinetuneRun(task="rte", init_checkpoint=str(model_dir)),
                      options)
@@ -258,8 +258,8 @@ def test_binary_vocabulary_is_named(bert_dir, tmp_path):
   model_dir = _copy(bert_dir, tmp_path / "hf")
   (model_dir / "vocab.txt").write_bytes(bytes(range(256)) * 4)
   vocab = model_dir / "vocab.txt"
-  options = pipelines.Options(max_seq_length=16, output_dir=str(tmp_path / "out"),
-                              finetune=loop.FinetuneConfig())
+  options = fitting.Options(max_seq_length=16, output_dir=str(tmp_path / "out"),
+                            finetune=loop.FinetuneConfig())
   for read in (lambda: hf_vocabulary.vocab_from_hf(model_dir),
                lambda: encode.Encoder.from_checkpoint(str(model_dir)),
                lambda: convert.from_hf(str(model_dir), str(tmp_path / "ckpt")),
@@ -320,8 +320,8 @@ def test_tsv_whose_rows_are_all_rejected_is_an_error(bert_dir, tmp_path):
   train.write_text("\n".join([lines[0]] + [l.replace("\t", " ") for l in lines[1:]]) + "\n")
   message = (rf"{train}: all 4 data rows were rejected \(4 x expected 4 tab-separated fields, "
              r"found 1\); first: line 2:")
-  options = pipelines.Options(max_seq_length=16, data_dir=data_dir,
-                              output_dir=str(tmp_path / "out"), finetune=loop.FinetuneConfig())
+  options = fitting.Options(max_seq_length=16, data_dir=data_dir,
+                            output_dir=str(tmp_path / "out"), finetune=loop.FinetuneConfig())
   with pytest.raises(ValueError, match=message):  # was a ZeroDivisionError
     finetune_run.run(finetune_run.FinetuneRun(task="rte", init_checkpoint=str(bert_dir)),
                      options)

@@ -123,8 +123,8 @@ def test_encode_writes_exactly_its_output_and_checks_it_first(bert_dir, tmp_path
 def test_finetuning_never_writes_into_the_checkpoint_it_reads(bert_dir, tmp_path):
   from bertjax.finetune import run  # pylint: disable=g-import-not-at-top
   config = run.FinetuneRun(task="sst2", init_checkpoint=str(bert_dir))
-  options = run.pipelines.Options(output_dir=str(bert_dir), max_seq_length=32,
-                                  finetune=run.loop.FinetuneConfig())
+  options = run.fitting.Options(output_dir=str(bert_dir), max_seq_length=32,
+                                finetune=run.loop.FinetuneConfig())
   before = sorted(os.listdir(bert_dir))
   for overwrite in (False, True):
     with pytest.raises(output_paths.OutputError, match="which this command reads"):

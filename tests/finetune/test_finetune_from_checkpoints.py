@@ -10,7 +10,7 @@ from bertjax import checkpoints, main
 from bertjax.checkpoints import encoders
 from bertjax.checkpoints import record
 from bertjax.checkpoints.formats import open_model
-from bertjax.finetune import loop, pipelines, run
+from bertjax.finetune import fitting, loop, run
 from bertjax.checkpoints import converted as hf_checkpoint
 from bertjax.checkpoints import model as hf_model
 from tests.helpers import trainer as trainer_helpers
@@ -25,7 +25,7 @@ def _clean_gin():
 
 
 def _options(tmp_path, data_dir):
-  return pipelines.Options(
+  return fitting.Options(
       finetune=loop.FinetuneConfig(batch_size=4, eval_batch_size=4), max_steps=2,
       max_seq_length=16, data_dir=data_dir, output_dir=str(tmp_path / "out"))
 

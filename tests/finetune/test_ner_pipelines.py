@@ -9,7 +9,7 @@ import transformers
 from bertjax.evaluation import conll
 from bertjax.checkpoints import encoders
 from bertjax.checkpoints.formats import open_model
-from bertjax.finetune import loop, pipelines
+from bertjax.finetune import fitting, loop, pipelines
 from bertjax.finetune.tokenization import WordPiece
 from bertjax.checkpoints import converted as hf_checkpoint
 from bertjax.checkpoints import model as hf_model
@@ -30,7 +30,7 @@ def setup(tmp_path_factory):
 
 
 def _options(root, out, **finetune):
-  return pipelines.Options(
+  return fitting.Options(
       finetune=loop.FinetuneConfig(batch_size=4, eval_batch_size=4, **finetune),
       max_seq_length=16, data_dir=str(root / "data"), output_dir=str(out))
 

@@ -11,7 +11,7 @@ import transformers
 import bertjax
 from bertjax.checkpoints.formats import open_model
 from bertjax.evaluation import conll
-from bertjax.finetune import loop, pipelines
+from bertjax.finetune import fitting, loop, pipelines
 from bertjax.finetune.tokenization import WordPiece
 from tests.helpers import finetune as ftl
 
@@ -45,7 +45,7 @@ def test_glue_files_give_the_glue_run(bert_dir, tmp_path):
                            str(folder / "dev.tsv"), text="sentence1", text_pair="sentence2",
                            output_dir=str(tmp_path / "own"), **SETTINGS)
   glue = pipelines.run_glue("rte", open_model(bert_dir), WordPiece.from_path(bert_dir),
-                            pipelines.Options(
+                            fitting.Options(
                                 finetune=loop.FinetuneConfig(batch_size=4, eval_batch_size=4),
                                 max_steps=4, max_seq_length=16, data_dir=str(data),
                                 output_dir=str(tmp_path / "glue")))
@@ -118,7 +118,7 @@ def test_tagged_tokens_give_the_conll_run(bert_dir, tmp_path):
   folder = tmp_path / "data" / "conll2003"
   ftl.write_conll(folder)
   conll_run = pipelines.run_ner(open_model(bert_dir), WordPiece.from_path(bert_dir),
-                                pipelines.Options(
+                                fitting.Options(
                                     finetune=loop.FinetuneConfig(batch_size=4, eval_batch_size=4),
                                     max_steps=4, max_seq_length=16, data_dir=str(tmp_path / "data"),
                                     predict_test=False))
@@ -152,7 +152,7 @@ def test_questions_give_the_squad_run(bert_dir, tmp_path):
   squad_file = ftl.write_squad11(tmp_path / "squad.json")
   window = dict(max_seq_length=32, doc_stride=8, max_query_length=8)
   squad_run = pipelines.run_squad("squad11", open_model(bert_dir), WordPiece.from_path(bert_dir),
-                                  pipelines.Options(
+                                  fitting.Options(
                                       finetune=loop.FinetuneConfig(batch_size=4,
                                                                    eval_batch_size=4),
                                       max_steps=4, squad_file=squad_file,

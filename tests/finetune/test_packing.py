@@ -262,10 +262,10 @@ def test_pack_refuses_rows_it_cannot_pack():
 
 
 def test_options_refuse_a_row_cap_that_cannot_be():
-  from bertjax.finetune import pipelines
+  from bertjax.finetune import fitting
   with pytest.raises(ValueError, match="Options.max_examples_per_row = 0 "
                                        "\\(--max_examples_per_row\\): give 1 or more"):
-    pipelines.Options(max_examples_per_row=0)
+    fitting.Options(max_examples_per_row=0)
 
 
 def _scatter(packed: packing.Packed, per_example: np.ndarray, fill: float) -> np.ndarray:
@@ -314,7 +314,7 @@ def test_a_glue_run_trains_packed_and_evaluates_as_unpacked(tmp_path):
   import transformers
   from bertjax.checkpoints.formats import open_model
   from bertjax.evaluation import glue as glue_eval, readers
-  from bertjax.finetune import loop, pipelines
+  from bertjax.finetune import fitting, loop, pipelines
   from bertjax.finetune.tokenization import WordPiece
   from tests.helpers import finetune as ftl
   folder = str(tmp_path / "bert")
@@ -328,7 +328,7 @@ def test_a_glue_run_trains_packed_and_evaluates_as_unpacked(tmp_path):
   dev = {"dev": glue_eval.read_examples(task, "dev", skips, data_dir)}
   runs = {}
   for packed in (True, False):
-    options = pipelines.Options(
+    options = fitting.Options(
         finetune=loop.FinetuneConfig(batch_size=8, eval_batch_size=4, learning_rate=0.0),
         max_steps=2, max_seq_length=32, data_dir=data_dir, packing=packed)
     _, chosen, report, _ = pipelines.fit_pairs(task, train, dev, open_model(folder),

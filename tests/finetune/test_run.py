@@ -12,7 +12,7 @@ import transformers
 
 from bertjax.checkpoints import encoders
 from bertjax.checkpoints.formats import open_model
-from bertjax.finetune import loop, pipelines, run
+from bertjax.finetune import fitting, loop, run
 from bertjax.finetune.tokenization import WordPiece
 from bertjax.checkpoints import converted as hf_checkpoint
 from bertjax.checkpoints import model as hf_model
@@ -105,10 +105,10 @@ def test_squad20_and_swag_pipelines_on_official_format_files(tmp_path):
       for i in range(8):
         writer.writerow([i, "v", i, "a man", "a man sleeps .", "a", "gold", "dog .", "cat .",
                          "man .", "person .", i % 4])
-  options = pipelines.Options(finetune=loop.FinetuneConfig(batch_size=4, eval_batch_size=4),
-                              max_steps=2, max_seq_length=32, doc_stride=8, max_query_length=8,
-                              squad_file=str(squad_file), squad_train_articles=1,
-                              data_dir=str(tmp_path))
+  options = fitting.Options(finetune=loop.FinetuneConfig(batch_size=4, eval_batch_size=4),
+                            max_steps=2, max_seq_length=32, doc_stride=8, max_query_length=8,
+                            squad_file=str(squad_file), squad_train_articles=1,
+                            data_dir=str(tmp_path))
   squad_out = tmp_path / "squad_out"
   report = run.run_task("squad20", encoder, tokenizer,
                         dataclasses.replace(options, output_dir=str(squad_out)))

@@ -14,7 +14,7 @@ import transformers
 
 from bertjax.checkpoints.formats import open_model
 from bertjax.evaluation import conll, glue as glue_eval
-from bertjax.finetune import loop, pipelines, run, task_models
+from bertjax.finetune import fitting, loop, pipelines, run, task_models
 from bertjax.finetune.tokenization import WordPiece
 from bertjax.tools import convert
 from tests.helpers import finetune as ftl
@@ -45,10 +45,10 @@ def bert_dir(tmp_path_factory) -> str:
   return _tiny_hf(tmp_path_factory.mktemp("bert"))
 
 
-def _options(tmp_path, **kwargs) -> pipelines.Options:
-  return pipelines.Options(finetune=loop.FinetuneConfig(batch_size=4, eval_batch_size=4),
-                           max_steps=2, data_dir=str(tmp_path / "data"),
-                           output_dir=str(tmp_path / "out"), **{"max_seq_length": 16, **kwargs})
+def _options(tmp_path, **kwargs) -> fitting.Options:
+  return fitting.Options(finetune=loop.FinetuneConfig(batch_size=4, eval_batch_size=4),
+                         max_steps=2, data_dir=str(tmp_path / "data"),
+                         output_dir=str(tmp_path / "out"), **{"max_seq_length": 16, **kwargs})
 
 
 def _export(tmp_path) -> tuple[str, dict]:

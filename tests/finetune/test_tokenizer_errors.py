@@ -9,7 +9,7 @@ import transformers
 from bertjax import paths
 from bertjax.checkpoints import encoders
 from bertjax.checkpoints.formats import open_model
-from bertjax.finetune import loop, pipelines, run, tokenization
+from bertjax.finetune import fitting, loop, run, tokenization
 from tests.helpers import finetune as ftl
 
 HF = paths.data_dir() / "tokenizers" / "hf"
@@ -70,9 +70,9 @@ def test_a_tokenizer_larger_than_the_embedding_table_stops_the_run(tmp_path):
     pytest.skip(f"{HF} is absent")
   model = _tiny_bert(tmp_path / "tiny")
   data_dir = ftl.write_rte(tmp_path / "data")
-  options = pipelines.Options(finetune=loop.FinetuneConfig(batch_size=4), max_steps=1,
-                              max_seq_length=16, data_dir=data_dir,
-                              output_dir=str(tmp_path / "out"))
+  options = fitting.Options(finetune=loop.FinetuneConfig(batch_size=4), max_steps=1,
+                            max_seq_length=16, data_dir=data_dir,
+                            output_dir=str(tmp_path / "out"))
   with pytest.raises(ValueError, match=r"bert-base-uncased/tokenizer.json has 30522 token ids "
                                        r"but bert BertModel .* embeds only 16 .*past its "
                                        r"embedding table.*--tokenizer=FOLDER"):
