@@ -5,15 +5,20 @@
 - It resumes from the newest intact checkpoint; newer damaged ones are reported (and,
   for training, set aside); CheckpointError when there are checkpoints but none is intact.
 - A fresh run's `init_checkpoint` exists; an evaluation has something to evaluate.
+- The data fits the model: token ids below its vocab_size, rows no longer than its
+  position table (`check_batch`, on the first batch).
 """
 import logging
 import os
 from typing import Any, Callable, NamedTuple
 
 import jax
+import numpy as np
 
 from bertjax import checkpoints
 from bertjax.checkpoints import model_record, record
+from bertjax.layers.embeddings import check_length
+from bertjax.models.common.config import max_positions
 
 
 class StartPoint(NamedTuple):
@@ -60,3 +65,20 @@ def record_model(model_dir: str, model: Any, start: StartPoint, step: int) -> No
         record.write(model_dir, trained)
     except ValueError as e:  # a config without a JSON form: the run opens from config.gin
       logging.warning("No %s for this run: %s", record.FILE, e)
+
+
+def check_batch(model: Any, batch: dict, sequence_length: int) -> None:
+  """Refuses a batch the model cannot read, saying which binding to change."""
+  config = getattr(model, "config", None)
+  vocab_size = getattr(config, "vocab_size", None)
+  if vocab_size and "input_ids" in batch and int(np.max(batch["input_ids"])) >= vocab_size:
+    raise ValueError(f"The data has token id {int(np.max(batch['input_ids']))} but the model's "
+                     f"vocab_size is {vocab_size}; bind build_model.config_overrides = "
+                     f"{{'vocab_size': ...}} to the vocabulary's size.")
+  limit = max_positions(config)
+  for name in ("input_ids", "decoder_input_ids"):
+    if name in batch:
+      check_length(np.shape(batch[name])[-1], limit,
+                   f"gin binding Trainer.sequence_length = {sequence_length} ({name})",
+                   f"Bind Trainer.sequence_length <= {limit} (or, training from scratch, "
+                   f"build_model.config_overrides = {{'max_position_embeddings': ...}})")

@@ -15,6 +15,7 @@ from the one the run's checkpoints were trained with (`checkpoints.model_record`
 checkpoints none of which is intact, an evaluation with nothing to evaluate. A run
 resumes from its newest intact checkpoint, and a finished run is not trained again.
 """
+import functools
 import itertools
 import json
 import os
@@ -24,17 +25,14 @@ from absl import logging
 import gin
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from bertjax import checkpoints
-from bertjax.train import attention_signals, distributed, flops, metrics as metrics_writer
+from bertjax import checkpoints, paths
+from bertjax.train import distributed, eval_loop, flops, metrics as metrics_writer
 from bertjax.train import optimizers, partitioning, preemption
 from bertjax.train import inputs as train_inputs, loop as train_loop, state as train_state
 from bertjax.train import prng, run_start, setup as train_setup, step as train_step
 from bertjax.configurables import typechecked
 from bertjax.data.preprocessors import stats as data_rules
-from bertjax.layers.embeddings import check_length
-from bertjax.models.common.config import max_positions
 
 RESULTS_FILE = "results.json"
 # Raised by the shared loop; `bertjax.main` and users catch it under this name too.
@@ -119,8 +117,11 @@ class Trainer:
     self.num_train_steps, self.batch_size = num_train_steps, batch_size
     self.sequence_length, self.num_microbatches = sequence_length, num_microbatches
     self.eval_split, self.eval_batch_size = eval_split, eval_batch_size or batch_size
-    self.eval_steps, self.attention_signal_batches = eval_steps, attention_signal_batches
-    self.evaluators = tuple(evaluators)
+    self.eval_steps, self.evaluators = eval_steps, tuple(evaluators)
+    self.eval_loop = eval_loop.EvalLoop(
+        model, objective, attention_signal_batches,
+        [functools.partial(evaluator, task_name=self.eval_task, split=eval_split,
+                           sequence_length=sequence_length) for evaluator in self.evaluators])
     self.seed, self.data_seed = seed, seed if data_seed is None else data_seed
     self.log_every, self.checkpoint_every, self.eval_every = log_every, checkpoint_every, eval_every
     self.init_checkpoint, self.on_nonfinite = init_checkpoint, on_nonfinite
@@ -140,7 +141,6 @@ class Trainer:
         self.model_dir, keep=keep_checkpoints, best_metric=best_metric, best_mode=best_mode,
         async_save=async_checkpoints)
     self.batch_sharding = partitioning.batch_sharding(self.mesh, self.rules)
-    self._compiled = {}
     self._checked: dict[str, run_start.StartPoint] = {}
     self._data_rules_seen: dict[str, int] = {}
     self._writer: metrics_writer.MetricsWriter | None = None
@@ -156,19 +156,9 @@ class Trainer:
 
   # ------------------------------------------------------------------------- state
   def _setup_state(self, example: dict) -> None:
-    """The state's layout (`train.setup`) from one example batch (shapes only)."""
-    vocab_size = getattr(getattr(self.model, "config", None), "vocab_size", None)
-    if vocab_size and "input_ids" in example and int(np.max(example["input_ids"])) >= vocab_size:
-      raise ValueError(f"The data has token id {int(np.max(example['input_ids']))} but the model's "
-                       f"vocab_size is {vocab_size}; bind build_model.config_overrides = "
-                       f"{{'vocab_size': ...}} to the vocabulary's size.")
-    limit = max_positions(getattr(self.model, "config", None))
-    for name in ("input_ids", "decoder_input_ids"):
-      if name in example:
-        check_length(np.shape(example[name])[-1], limit,
-                     f"gin binding Trainer.sequence_length = {self.sequence_length} ({name})",
-                     f"Bind Trainer.sequence_length <= {limit} (or, training from scratch, "
-                     f"build_model.config_overrides = {{'max_position_embeddings': ...}})")
+    """The state's layout (`train.setup`) from one example batch (shapes only), once the
+    batch is known to fit the model."""
+    run_start.check_batch(self.model, example, self.sequence_length)
     self.setup = train_setup.build(self.model, example, self.objective.model_inputs,
                                    (self.tx, self.schedule), self.mesh, self.rules)
     params = self.setup.abstract_state.params
@@ -193,12 +183,6 @@ class Trainer:
     return state, 0
 
   # ------------------------------------------------------------------------- steps
-  def _train_step(self):
-    if "train" not in self._compiled:
-      self._compiled["train"] = self.setup.jit_train_step(self.model, self.objective,
-                                                          self.num_microbatches)
-    return self._compiled["train"]
-
   def _initial_carry(self, resumed_step: int | None = None):
     """The objective's carried state on the mesh (None when it carries nothing): zero
     for a new run, the checkpoint's for a resumed one (as an uninterrupted run has it)."""
@@ -215,19 +199,6 @@ class Trainer:
       self._log(f"Checkpoint {resumed_step} holds no carried state; continuing from zeros.")
       return zeros
     return restored
-
-  def _eval_step(self):
-    if "eval" not in self._compiled:
-      self._compiled["eval"] = self.setup.jit_on_params(
-          train_step.make_eval_step(self.model, self.objective))
-    return self._compiled["eval"]
-
-  def _attention_step(self):
-    if "attention" not in self._compiled:
-      step = attention_signals.make_step(self.model, self.objective,
-                                         attention_signals.attention_signal_scope())
-      self._compiled["attention"] = self.setup.jit_on_params(step)
-    return self._compiled["attention"]
 
   # ------------------------------------------------------------------------- public
   MODES = ("train", "evaluate", "train_and_evaluate")
@@ -255,23 +226,9 @@ class Trainer:
     """Metrics over `eval_steps` batches of the eval split (all of it when None)."""
     host_bs = train_inputs.host_shard(self.eval_batch_size, self.batch_sharding).batch_size
     dataset = self._dataset(self.eval_task, self.eval_split, self.eval_batch_size)
-    total, batches = None, 0
-    signals = attention_signals.Accumulator()
-    stream = train_inputs.take(train_inputs.iterate(dataset), self.eval_steps)
-    for batch in train_inputs.in_step_across_hosts(stream):
-      batch = train_inputs.to_global(train_inputs.pad_batch(batch, host_bs), self.batch_sharding)
-      m = self._eval_step()(params, batch)
-      if batches < self.attention_signal_batches:
-        signals.add(self._attention_step()(params, batch))
-      total, batches = metrics_writer.sum_metrics(total, m), batches + 1
-    if total is None:
-      raise ValueError(f"Eval split {self.eval_split!r} of task {self.eval_task!r} is empty.")
-    results = metrics_writer.reduce_metrics(jax.device_get(total))
-    results["eval_batches"] = batches
-    results.update(signals.result())
-    for evaluator in self.evaluators:
-      results.update(evaluator(self.model, params, task_name=self.eval_task,
-                               split=self.eval_split, sequence_length=self.sequence_length))
+    batches = train_inputs.take(train_inputs.iterate(dataset), self.eval_steps)
+    results = self.eval_loop(self.setup, params, batches, host_bs, self.batch_sharding,
+                             f"Eval split {self.eval_split!r} of task {self.eval_task!r}")
     if writer is not None:
       writer.write("eval", step, results)
       writer.print(f"[eval @ step {step}] " + metrics_writer.format_scalars(results))
@@ -348,7 +305,8 @@ class Trainer:
                                 metrics=eval_results if evaluated else None, carry=carry)
 
     runner = train_loop.TrainLoop(
-        self._train_step(), writer, self.log_every,
+        self.setup.jit_train_step(self.model, self.objective, self.num_microbatches),
+        writer, self.log_every,
         tokens=lambda batch: self.batch_size * self.sequence_length,
         on_nonfinite=self.on_nonfinite, advice=self._nonfinite_advice,
         flops_per_token=self.flops_per_token,
@@ -431,8 +389,8 @@ class Trainer:
 
   def _write_results(self, results: dict) -> None:
     if jax.process_index() == 0:
-      with open(os.path.join(self.model_dir, RESULTS_FILE), "w") as f:
-        json.dump(results, f, indent=2, default=float)
+      paths.write_atomic(os.path.join(self.model_dir, RESULTS_FILE),
+                         json.dumps(results, indent=2, default=float))
 
   def _log(self, message: str) -> None:
     if self._writer is not None:
