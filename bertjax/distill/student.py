@@ -48,7 +48,7 @@ import jax
 import numpy as np
 from absl import flags
 
-from bertjax import output_paths
+from bertjax import output_paths, paths
 from bertjax.data import augment
 from bertjax.data.pos_lexicon import PosLexicon
 from bertjax.data.word_vocabulary import WordVocabulary
@@ -238,10 +238,7 @@ def _save_scored(scored: Scored, directory: str) -> None:
                  "augmented": scored.examples.num_augmented, "seed": FLAGS.seed,
                  "teacher": scored.teacher,
                  "dev_logits": np.asarray(scored.teacher_dev_logits).tolist()}
-    tmp = os.path.join(directory, TEACHER_FILE + ".tmp")
-    with open(tmp, "w") as f:
-      json.dump(saved, f)
-    os.replace(tmp, os.path.join(directory, TEACHER_FILE))
+    paths.write_atomic(os.path.join(directory, TEACHER_FILE), json.dumps(saved))
 
 
 def _load_scored() -> Scored:
@@ -298,8 +295,8 @@ def run() -> dict:
                                     "augmented": examples.num_augmented,
                                     "total": len(examples)},
                    "times": {**times, "wall_s": time.time() - start}})
-    with open(os.path.join(FLAGS.out, "results.json"), "w") as f:
-      json.dump(report, f, indent=2, default=str)
+    paths.write_atomic(os.path.join(FLAGS.out, "results.json"),
+                       json.dumps(report, indent=2, default=str))
     log(f"transfer set saved to {FLAGS.out}")
     return report
   dev_set = transfer.build(dev)
@@ -359,8 +356,8 @@ def run() -> dict:
                         "teacher": scored.teacher_dir, "max_length": FLAGS.max_length,
                         "eval": chosen.scores}
     student_checkpoint.save_student(FLAGS.out, student)
-    with open(os.path.join(FLAGS.out, "results.json"), "w") as f:
-      json.dump(report, f, indent=2, default=str)
+    paths.write_atomic(os.path.join(FLAGS.out, "results.json"),
+                       json.dumps(report, indent=2, default=str))
     log(f"student saved to {FLAGS.out}")
   return report
 

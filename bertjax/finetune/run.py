@@ -37,7 +37,7 @@ import time
 import gin
 from absl import flags, logging
 
-from bertjax import cli, configurables, run_lock
+from bertjax import cli, configurables, paths, run_lock
 from bertjax.configurables import typechecked
 from bertjax.checkpoints import encoders
 from bertjax.checkpoints.formats import open_model
@@ -249,8 +249,8 @@ def finish(report: dict, task: str, encoder: str, options: fitting.Options, star
   summary = {k: v for k, v in report.items() if k not in ("history", "epochs")}
   print(json.dumps(summary, indent=2, default=str))
   if options.output_dir:
-    with open(os.path.join(options.output_dir, "results.json"), "w") as f:
-      json.dump(report, f, indent=2, default=str)
+    paths.write_atomic(os.path.join(options.output_dir, "results.json"),
+                       json.dumps(report, indent=2, default=str))
   return report
 
 
