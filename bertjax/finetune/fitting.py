@@ -95,10 +95,10 @@ def predictions_path(options: Options, *parts: str) -> str | None:
 
 
 def fit(model, objective, arrays, init: dict, options: Options,
-         evaluate: selection.Evaluate, metric: str, name: str = "",
-         frozen: tuple[str, ...] = (), banner: str | None = None,
-         packer: packing.Packing | None = None
-         ) -> tuple[loop.Finetuner, selection.Selection, dict]:
+        evaluate: selection.Evaluate, metric: str, name: str = "",
+        frozen: tuple[str, ...] = (), banner: str | None = None,
+        packer: packing.Packing | None = None
+        ) -> tuple[loop.Finetuner, selection.Selection, dict]:
   """Fine-tunes with evaluation after each epoch; the finetuner ends on the best epoch.
 
   init: the weights to start from, {'encoder': ..., 'head': ...} (either may be absent);
@@ -146,15 +146,15 @@ def choose_packer(model: encoders.Encoder, kind: str, options: Options) -> packi
 
 
 def predict(tuner: loop.Finetuner, packer: packing.Packing, arrays,
-             output_keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+            output_keys: tuple[str, ...]) -> dict[str, np.ndarray]:
   """The tuner's outputs for every (unpacked) row of `arrays`, run packed when it packs."""
   return packer.predict(lambda rows, keys, untrim: tuner.predict(rows, keys, untrim=untrim),
                         arrays, output_keys)
 
 
 def fit_task(task: task_models.TaskModel, objective, arrays, options: Options,
-              evaluate: selection.Evaluate, metric: str, what: str,
-              packer: packing.Packing | None = None):
+             evaluate: selection.Evaluate, metric: str, what: str,
+             packer: packing.Packing | None = None):
   """`fit` of a task model; with an output_dir, the best epoch's model is saved there as a
   converted checkpoint of its transformers class (`what` says where it came from), the
   one copy of its weights: the selection's checkpoint is removed once it is written."""

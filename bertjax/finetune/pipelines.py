@@ -149,7 +149,7 @@ def fit_spans(version: str, train: list[squad_eval.SquadExample],
   def evaluate(tuner):
     start = time.time()
     logits = fitting.predict(tuner, packer, {k: features[k] for k in model_keys[:3]},
-                      ("start_logits", "end_logits"))
+                             ("start_logits", "end_logits"))
     spans = squad.postprocess(held_out, features, logits["start_logits"], logits["end_logits"],
                               options.n_best_size, options.max_answer_length)
     answers, margins = squad.final_answers(spans, version, options.null_threshold)

@@ -4,7 +4,7 @@ learned word order? `attention_signals`), and any extra evaluators' metrics.
 
     eval_loop = EvalLoop(model, objective, attention_signal_batches=2)
     results = eval_loop(setup, params, batches, host_batch_size, batch_sharding,
-                         source="Eval split 'validation' of task 'c4'")
+                        source="Eval split 'validation' of task 'c4'")
 
 Its steps are compiled once per state layout (`train.setup`) and reused at every
 evaluation of the run.
@@ -43,8 +43,9 @@ class EvalLoop:
 
   def __call__(self, setup: train_setup.TrainSetup, params: Any, batches: Iterable[dict],
                host_batch_size: int, batch_sharding: Any, source: str) -> dict[str, float]:
-    """The metrics of `params` over `batches` (host-local; a short last batch is padded,
-    its padding not counted); `source` names the batches when there are none."""
+    """The metrics of `params` over `batches` (host-local; a short last batch is
+    zero-padded, and zero masks and weights count nothing); `source` names the batches when
+    there are none."""
     eval_step, attention_step = self._compiled(setup)
     total, count = None, 0
     signals = attention_signals.Accumulator()
