@@ -132,6 +132,23 @@ def sgd(learning_rate: Schedule, momentum: float | None = None) -> optax.Gradien
   return optax.sgd(learning_rate, momentum=momentum)
 
 
+def clip_by_global_norm(max_norm: float) -> optax.GradientTransformation:
+  """Scales the gradients by min(1, max_norm / their global norm): optax's
+  `clip_by_global_norm` with the same state and results (to rounding), written as one
+  multiplication by a scalar. XLA fuses that into the optimizer's own pass over every
+  parameter; optax's select between the clipped and the raw gradient it wrote out as a
+  whole second copy of the gradients, which took the AdamW update of all-MiniLM-L6-v2's
+  22.7M parameters from 23 ms to 48-55 ms on 2 CPU cores (benchmarks/update_rates.py).
+  A NaN or Inf norm gives NaN or zero gradients, as optax's does."""
+
+  def update(updates, state, params=None):
+    del params
+    scale = jnp.minimum(1.0, max_norm / optax.global_norm(updates))
+    return jax.tree.map(lambda g: g * scale.astype(g.dtype), updates), state
+
+  return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
+
+
 @gin.configurable
 def make_optimizer(total_steps: int, optimizer: Callable[..., optax.GradientTransformation] = adamw,
                    schedule: Callable[..., Schedule] = warmup_linear_decay,
@@ -154,7 +171,7 @@ def make_optimizer(total_steps: int, optimizer: Callable[..., optax.GradientTran
   lr = schedule(total_steps=total_steps)
   tx = optimizer(learning_rate=lr)
   if clip_grad_norm:
-    tx = optax.chain(optax.clip_by_global_norm(clip_grad_norm), tx)
+    tx = optax.chain(clip_by_global_norm(clip_grad_norm), tx)
   if frozen:
     labels = lambda p: jax.tree.map(lambda f: "frozen" if f else "trained",
                                     path_mask(p, frozen))

@@ -98,6 +98,24 @@ def test_make_optimizer_clips_and_freezes():
   assert float(lr(3)) == 1.0
 
 
+@pytest.mark.parametrize("size", [0.0, 1e-3, 0.3, 1.0, 7.0, 1e6, np.inf, np.nan])
+def test_clip_by_global_norm_equals_optax_s(size):
+  """The one-multiplication clip gives optax's gradients (to rounding) and state, below,
+  at and above the threshold and for a zero, Inf or NaN norm."""
+  grads = jax.tree.map(lambda p: p * np.float32(size), _params())
+  if size == 1.0:  # norm exactly at the threshold
+    grads = jax.tree.map(lambda g: g / optax.global_norm(grads), grads)
+  ours, theirs = optimizers.clip_by_global_norm(1.0), optax.clip_by_global_norm(1.0)
+  (got, got_state), (want, want_state) = (tx.update(grads, tx.init(grads))
+                                          for tx in (ours, theirs))
+  assert jax.tree.structure(got_state) == jax.tree.structure(want_state)
+  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=0)
+  if np.isfinite(size) and size > 0:
+    assert float(optax.global_norm(got)) == pytest.approx(min(1.0, float(
+        optax.global_norm(grads))), rel=1e-6)
+
+
 def test_adafactor_with_inverse_sqrt_steps():
   params = {"w": jnp.ones((256, 256)), "b": jnp.ones(256)}
   tx, _ = optimizers.make_optimizer(total_steps=10, optimizer=optimizers.adafactor,
