@@ -2,7 +2,8 @@
 one round appended: the side-by-side train step, the GEMM rates (sizes divided by 16) and
 the GPU script (on CPU here, which skips the cudnn row), each writing its markdown table; and the GPU profile, which on a CPU
 reads the XLA thunks in place of GPU ops; and the whole fine-tuning side by side with
-transformers' Trainer on a 2-layer random BERT, a few SST-2 rows."""
+transformers' Trainer on a 2-layer random BERT, a few SST-2 rows; and the optimizer update
+and embedding gradient beside torch's."""
 import itertools
 import json
 import re
@@ -25,6 +26,7 @@ import gpu_step  # noqa: E402
 import long_attention  # noqa: E402
 import profile_step  # noqa: E402
 import side_by_side  # noqa: E402
+import update_rates  # noqa: E402
 
 TINY = {"python benchmarks/side_by_side.py": [
             "--tiny", "--cases=bert-mini/mp20,electra-small/mp20/unroll,t5-small", "--rounds=1",
@@ -39,6 +41,8 @@ TINY = {"python benchmarks/side_by_side.py": [
             "--lengths=512", "--variants=dense,modernbert", "--repeats=1"],
         "python benchmarks/encoder_family_throughput.py": [
             "--batch=1", "--length=16", "--steps=1", "--repeats=1"],
+        "python benchmarks/update_rates.py": [
+            "--vocab=1000", "--hidden=64", "--layers=1", "--tokens=16", "--rounds=1"],
         "python benchmarks/finetune_vs_transformers.py": [
             "--model=tiny-random", "--tasks=sst2", "--rows=16", "--eval_rows=16", "--epochs=1",
             "--batch_size=8", "--max_seq_length=16", "--skip_steps=1", "--log_every=1",
@@ -219,3 +223,20 @@ def test_encoder_family_throughput_times_train_and_encode_beside_bert(capsys):
   assert set(rows) == {"bert", "modernbert"}, out
   for row in rows.values():  # train tokens/s, ms/step, params, encode tokens/s: all measured
     assert float(row[-4]) > 0 and float(row[-3]) > 0 and float(row[-1]) > 0, out
+
+
+def test_update_rates_times_the_update_and_the_embedding_gradient_on_both_sides(tmp_path):
+  command = "python benchmarks/update_rates.py"
+  out = tmp_path / "update_rates.md"
+  table = update_rates.main(_readme_args(command) + TINY[command] + [f"--out={out}"])
+  assert out.read_text() == table + "\n"
+  # The same model on both sides: our stacked layers hold transformers' parameters.
+  shapes = update_rates.parameter_shapes(1000, 64, 1)
+  assert len({sum(int(np.prod(s)) for s in side) for side in shapes.values()}) == 1
+  assert f"{sum(int(np.prod(s)) for s in shapes['ours']) / 1e6:.1f}M parameters" in table
+  rows = {row.split("|")[1].strip(): [float(x) for x in row.split("|")[2:5]]
+          for row in table.splitlines() if row.startswith("| ") and row[2].islower()
+          and not row.startswith("| part")}
+  assert set(rows) == {"update (clip, AdamW, schedule)", "embedding gradient (16 tokens)"}
+  for ours_ms, theirs_ms, ratio in rows.values():
+    assert ours_ms > 0 and theirs_ms > 0 and ratio > 0

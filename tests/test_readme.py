@@ -107,6 +107,7 @@ RUN_ELSEWHERE = {
     "python benchmarks/finetune_vs_transformers.py": "tests/test_benchmarks.py",
     "python benchmarks/long_attention.py": "tests/test_benchmarks.py",
     "python benchmarks/encoder_family_throughput.py": "tests/test_benchmarks.py",
+    "python benchmarks/update_rates.py": "tests/test_benchmarks.py",
 }
 
 
