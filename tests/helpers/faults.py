@@ -44,10 +44,12 @@ def _signal_after_asked(watch_class, step: int) -> None:
   """SIGTERM once `Watch.reached(step)` has answered: the run is past step `step`'s stop
   check, so it notes the signal during step `step` + 1 and stops after that one."""
   reached = watch_class.reached
+  fired = []
 
   def then_signal(self, done):
     answer = reached(self, done)
-    if done == step:
+    if done == step and not fired:  # once, though the trainer asks twice per step
+      fired.append(done)
       _die(signal.SIGTERM)
     return answer
   watch_class.reached = then_signal
