@@ -22,9 +22,10 @@ Both alternate one call at a time for `--rounds` rounds (medians, after one warm
 import argparse
 import os
 import statistics
-import time
+import sys
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -35,6 +36,7 @@ import transformers  # noqa: E402
 
 from bertjax.models import bert  # noqa: E402
 from bertjax.train import optimizers  # noqa: E402
+import side_by_side  # noqa: E402
 
 
 def parameter_shapes(vocab: int, hidden: int, layers: int) -> dict[str, list[tuple[int, ...]]]:
@@ -50,12 +52,6 @@ def parameter_shapes(vocab: int, hidden: int, layers: int) -> dict[str, list[tup
       num_attention_heads=max(1, hidden // 64), intermediate_size=4 * hidden))
   return {"ours": [tuple(leaf.shape) for leaf in jax.tree.leaves(params)],
           "theirs": [tuple(p.shape) for p in theirs.parameters()]}
-
-
-def _timed(fn) -> float:
-  start = time.perf_counter()
-  fn()
-  return time.perf_counter() - start
 
 
 def updates(shapes: dict[str, list[tuple[int, ...]]], rounds: int) -> dict[str, float]:
@@ -121,8 +117,8 @@ def _alternate(ours, theirs, rounds: int) -> dict[str, float]:
   ours(), theirs()  # warm-up: compilation, allocations
   times = {"ours": [], "theirs": []}
   for _ in range(rounds):
-    times["ours"].append(_timed(ours))
-    times["theirs"].append(_timed(theirs))
+    times["ours"].append(side_by_side.timed(ours))
+    times["theirs"].append(side_by_side.timed(theirs))
   return {side: statistics.median(values) for side, values in times.items()}
 
 

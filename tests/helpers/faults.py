@@ -27,32 +27,19 @@ def _die(signum=signal.SIGKILL) -> None:
 
 
 def _die_after(owner, method: str, step: int, signum=signal.SIGKILL) -> None:
-  """Patches `owner.method(self, step, ...)` to signal the process after it ran for `step`."""
+  """Patches `owner.method(self, step, ...)` to signal the process after it ran for `step`
+  (and returned what it returns)."""
   original = getattr(owner, method)
 
   fired = []
 
   def then_die(self, done, *args, **kwargs):
-    original(self, done, *args, **kwargs)
+    result = original(self, done, *args, **kwargs)
     if done == step and not fired:  # once, however often the method is called
       fired.append(done)
       _die(signum)
+    return result
   setattr(owner, method, then_die)
-
-
-def _signal_after_asked(watch_class, step: int) -> None:
-  """SIGTERM once `Watch.reached(step)` has answered: the run is past step `step`'s stop
-  check, so it notes the signal during step `step` + 1 and stops after that one."""
-  reached = watch_class.reached
-  fired = []
-
-  def then_signal(self, done):
-    answer = reached(self, done)
-    if done == step and not fired:  # once, though the trainer asks twice per step
-      fired.append(done)
-      _die(signal.SIGTERM)
-    return answer
-  watch_class.reached = then_signal
 
 
 def install_kill(spec: str) -> None:
@@ -65,9 +52,10 @@ def install_kill(spec: str) -> None:
   if moment == "step":
     _die_after(metrics.MetricsWriter, "advance", step, signum)
   elif moment == "term":
-    # Not on the progress bar's `advance`: the bar moves to step 1 before the loop asks
-    # about it, and to step K > 1 only during step K + 1 (one step stays in flight).
-    _signal_after_asked(preemption.Watch, step)
+    # Once the loop asked whether to stop after step K (so the run notes the signal during
+    # step K + 1 and stops after it); not on the progress bar's `advance`, which moves to
+    # step 1 before the loop asks about it, and to step K > 1 only during step K + 1.
+    _die_after(preemption.Watch, "reached", step, signum)
   elif moment == "save":
     _die_after(run.RunCheckpoints, "save", step)
   elif moment in ("seal", "termseal"):
